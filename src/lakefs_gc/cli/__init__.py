@@ -1,0 +1,1 @@
+"""Command-line interface: thin wiring from arguments to library calls."""

@@ -1,0 +1,1 @@
+"""Spark glue: session construction, Python data sources and DataFrame transforms."""

@@ -1,0 +1,56 @@
+"""Suite-wide fixtures: shared lakeFS fixture files and the one Spark session per test run."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def fixtures_root() -> Path:
+    """``$LAKEFS_GC_FIXTURES`` or ``../shared/fixtures`` beside the checkout.
+
+    Missing fixtures are an error, never a skip: CI must exercise the real lakeFS files.
+    """
+    env = os.environ.get("LAKEFS_GC_FIXTURES")
+    root = Path(env) if env else REPO_ROOT.parent / "shared" / "fixtures"
+    if not (root / "lakefs-sstable").is_dir():
+        raise RuntimeError(
+            f"lakeFS fixtures not found at {root}: set LAKEFS_GC_FIXTURES to the shared/fixtures directory"
+        )
+    return root
+
+
+@pytest.fixture(scope="session")
+def fixtures() -> Path:
+    return fixtures_root()
+
+
+@pytest.fixture(scope="session")
+def lakefs_sstables(fixtures: Path) -> Path:
+    return fixtures / "lakefs-sstable"
+
+
+@pytest.fixture(scope="session")
+def pebble_testdata(fixtures: Path) -> Path:
+    return fixtures / "pebble-testdata"
+
+
+@pytest.fixture(scope="session")
+def spark() -> Iterator[SparkSession]:
+    """The one local Spark session of the test run (start-up costs seconds)."""
+    from lakefs_gc.spark.session import build_session
+
+    session = build_session(
+        "lakefs-gc-tests", environ=os.environ, master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}
+    )
+    yield session
+    session.stop()
