@@ -1,0 +1,381 @@
+"""The lakeFS API calls a garbage collection needs, on top of ``lakefs-sdk``.
+
+Every SDK failure is translated into :class:`LakeFSError` (carrying the HTTP status) or
+:class:`NoRetentionRulesError`, with a message naming the operation and the repository, so the
+CLI can print it without a traceback. Transient failures are retried (see :mod:`.retry`).
+
+Safety: "no GC rules" is *never* read as "no active commits". The Scala client maps a 404 from
+prepare-commits to a lister that returns nothing, which makes every committed object garbage
+(internals §6.3). Here it is an error the caller cannot overlook.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from types import TracebackType
+from typing import TypeVar
+
+import urllib3.exceptions
+from lakefs_sdk.api.config_api import ConfigApi
+from lakefs_sdk.api.internal_api import InternalApi
+from lakefs_sdk.api.metadata_api import MetadataApi
+from lakefs_sdk.api.repositories_api import RepositoriesApi
+from lakefs_sdk.api_client import ApiClient
+from lakefs_sdk.configuration import Configuration
+from lakefs_sdk.exceptions import ApiException, OpenApiException
+from lakefs_sdk.models.prepare_garbage_collection_commits_status import (
+    PrepareGarbageCollectionCommitsStatus,
+)
+from lakefs_sdk.models.prepare_gc_uncommitted_request import PrepareGCUncommittedRequest
+
+from lakefs_gc import __version__
+from lakefs_gc.errors import LakeFSError, NoRetentionRulesError
+from lakefs_gc.lakefs.retry import RetryPolicy, http_status, is_connection_error, is_retryable
+from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedPage, collect_uncommitted_dump
+
+_log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+CLIENT_HEADER = "X-Lakefs-Client"
+HTTP_NOT_FOUND = 404
+HTTP_INTERNAL_SERVER_ERROR = 500
+
+#: task error messages that mean "this repository has no GC rules"
+_NO_RULES = re.compile(r"not found|no (gc|garbage collection|retention) rules|rules.*missing", re.IGNORECASE)
+
+#: what a failing SDK call can raise (pydantic v1 validation errors are ValueErrors)
+_SDK_FAILURES = (OpenApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
+
+
+@dataclass(frozen=True)
+class Repository:
+    """The repository facts a GC run needs."""
+
+    id: str
+    storage_namespace: str
+    storage_id: str
+    default_branch: str
+    read_only: bool
+
+
+@dataclass(frozen=True)
+class CommitsExport:
+    """Where lakeFS wrote the active-commits CSV for this run."""
+
+    run_id: str
+    location: str
+    presigned_url: str | None = None
+    task_id: str | None = None  # None when produced by the blocking fallback
+
+
+@dataclass(frozen=True)
+class PollingPolicy:
+    """How to wait for the async prepare-commits task.
+
+    Defaults are the Scala client's: 0.5 s doubling to a 15 s cap, 1200 s overall. Large
+    repositories take minutes here; the overall timeout is what turns a stuck server into an
+    error instead of a hung job.
+    """
+
+    initial_delay: float = 0.5
+    max_delay: float = 15.0
+    multiplier: float = 2.0
+    timeout: float = 1200.0
+    sleep: Callable[[float], None] = field(default=time.sleep, compare=False, repr=False)
+    clock: Callable[[], float] = field(default=time.monotonic, compare=False, repr=False)
+
+
+class LakeFSClient:
+    """A thin, typed facade over the lakeFS endpoints used by GC (internals §1.11)."""
+
+    def __init__(
+        self,
+        connection: LakeFSConnection,
+        *,
+        retry: RetryPolicy | None = None,
+        polling: PollingPolicy | None = None,
+        source: str | None = None,
+    ) -> None:
+        self._connection = connection
+        self._retry = retry or RetryPolicy()
+        self._polling = polling or PollingPolicy()
+        config = Configuration(
+            host=connection.endpoint,
+            username=connection.access_key_id,
+            password=connection.secret_access_key.get_secret_value(),
+        )
+        config.verify_ssl = connection.verify_ssl
+        config.retries = False  # type: ignore[assignment]  # we retry ourselves, with our policy, and see the raw errors
+        self._api = ApiClient(config)
+        suffix = f"/{source}" if source else ""
+        self._api.set_default_header(  # type: ignore[no-untyped-call]
+            CLIENT_HEADER, f"lakefs-gc/{__version__}{suffix}"
+        )
+        self._repositories = RepositoriesApi(self._api)
+        self._config = ConfigApi(self._api)
+        self._internal = InternalApi(self._api)
+        self._metadata = MetadataApi(self._api)
+        self._timeout = (connection.connect_timeout, connection.read_timeout)
+
+    def close(self) -> None:
+        self._api.close()  # type: ignore[no-untyped-call]
+
+    def __enter__(self) -> LakeFSClient:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+    # ---- repository and configuration -------------------------------------------------------
+
+    def get_repository(self, repository: str) -> Repository:
+        repo = self._call(
+            "get repository",
+            repository,
+            lambda: self._repositories.get_repository(repository, _request_timeout=self._timeout),
+        )
+        return Repository(
+            id=repo.id,
+            storage_namespace=repo.storage_namespace,
+            storage_id=repo.storage_id or "",
+            default_branch=repo.default_branch,
+            read_only=bool(repo.read_only),
+        )
+
+    def blockstore_type(self, storage_id: str) -> str:
+        """``s3`` | ``azure`` | ``gs`` | ...: the blockstore serving ``storage_id`` (§1.4 step 3).
+
+        A single-blockstore server empties ``storage_config_list``; then ``storage_config`` is
+        the answer. With several blockstores the entry whose ``blockstore_id`` matches is.
+        """
+        config = self._call(
+            "get config", None, lambda: self._config.get_config(_request_timeout=self._timeout)
+        )
+        configs = list(config.storage_config_list or [])
+        if len(configs) <= 1:
+            chosen = config.storage_config or (configs[0] if configs else None)
+            if chosen is None:
+                raise LakeFSError("lakeFS get config: the answer has no storage_config")
+            return str(chosen.blockstore_type)
+        for candidate in configs:
+            if candidate.blockstore_id == storage_id:
+                return str(candidate.blockstore_type)
+        known = sorted(str(c.blockstore_id) for c in configs)
+        raise LakeFSError(f"lakeFS get config: no blockstore with id {storage_id!r} (known: {known})")
+
+    def grace_period(self, *, default: timedelta | None = None) -> timedelta:
+        """The server's link-address validity window (objects younger are never collectable).
+
+        Older servers do not expose it; then ``default`` is used if given, else it is an error.
+        """
+        try:
+            gc_config = self._call(
+                "get garbage collection config",
+                None,
+                lambda: self._internal.get_garbage_collection_config(_request_timeout=self._timeout),
+            )
+            seconds = gc_config.grace_period
+        except LakeFSError as e:
+            if e.status != HTTP_NOT_FOUND or default is None:
+                raise
+            seconds = None
+        if seconds is None:
+            if default is None:
+                raise LakeFSError("lakeFS garbage collection config has no grace_period")
+            return default
+        return timedelta(seconds=seconds)
+
+    # ---- uncommitted dump ---------------------------------------------------------------------
+
+    def prepare_uncommitted(
+        self, repository: str, *, storage_namespace: str | None = None
+    ) -> UncommittedDump:
+        """Dump all staged addresses (every page; see :mod:`.uncommitted` for the safety rules)."""
+        namespace = storage_namespace or self.get_repository(repository).storage_namespace
+        return collect_uncommitted_dump(
+            lambda token: self._uncommitted_page(repository, token),
+            repository=repository,
+            storage_namespace=namespace,
+        )
+
+    def _uncommitted_page(self, repository: str, token: str | None) -> UncommittedPage:
+        request = PrepareGCUncommittedRequest(continuation_token=token)
+        page = self._call(
+            "prepare uncommitted",
+            repository,
+            lambda: self._internal.prepare_garbage_collection_uncommitted(
+                repository, request, _request_timeout=self._timeout
+            ),
+        )
+        return UncommittedPage(
+            run_id=page.run_id,
+            location=page.gc_uncommitted_location or "",
+            continuation_token=page.continuation_token or None,
+        )
+
+    # ---- active commits -----------------------------------------------------------------------
+
+    def prepare_commits(self, repository: str, *, timeout: float | None = None) -> CommitsExport:
+        """Have lakeFS compute the active commits: async task + polling, blocking only on HTTP 500.
+
+        A 404, or a task that fails because rules are missing, raises NoRetentionRulesError.
+        """
+        overall = self._polling.timeout if timeout is None else timeout
+        try:
+            task = self._call(
+                "start prepare commits (async)",
+                repository,
+                lambda: self._internal.prepare_garbage_collection_commits_async(
+                    repository, _request_timeout=self._timeout
+                ),
+                retry_if=lambda e: is_retryable(e) and http_status(e) != HTTP_INTERNAL_SERVER_ERROR,
+            )
+        except LakeFSError as e:
+            if e.status == HTTP_INTERNAL_SERVER_ERROR:
+                _log.warning("async prepare commits for %s answered 500; using the blocking API", repository)
+                return self._prepare_commits_blocking(repository, overall)
+            if e.status == HTTP_NOT_FOUND:
+                raise _no_rules(repository, str(e)) from e
+            raise
+        return self._poll_commits_task(repository, task.id, overall)
+
+    def _prepare_commits_blocking(self, repository: str, timeout: float) -> CommitsExport:
+        try:
+            result = self._call(
+                "prepare commits",
+                repository,
+                lambda: self._internal.prepare_garbage_collection_commits(
+                    repository, _request_timeout=(self._connection.connect_timeout, timeout)
+                ),
+            )
+        except LakeFSError as e:
+            if e.status == HTTP_NOT_FOUND:
+                raise _no_rules(repository, str(e)) from e
+            raise
+        return CommitsExport(
+            run_id=result.run_id,
+            location=result.gc_commits_location,
+            presigned_url=result.gc_commits_presigned_url,
+        )
+
+    def _poll_commits_task(self, repository: str, task_id: str, timeout: float) -> CommitsExport:
+        polling = self._polling
+        deadline = polling.clock() + timeout
+        delay = polling.initial_delay
+        while True:
+            status = self._call(
+                f"prepare commits status (task {task_id})",
+                repository,
+                lambda: self._internal.prepare_garbage_collection_commits_status(
+                    repository, task_id, _request_timeout=self._timeout
+                ),
+            )
+            if status.completed:
+                return _task_outcome(repository, task_id, status)
+            remaining = deadline - polling.clock()
+            if remaining <= 0:
+                raise LakeFSError(
+                    f"lakeFS prepare commits for repository {repository!r}: task {task_id} "
+                    f"not completed within {timeout:g}s"
+                )
+            polling.sleep(min(delay, remaining))
+            delay = min(delay * polling.multiplier, polling.max_delay)
+
+    # ---- metadata locations -------------------------------------------------------------------
+
+    def meta_range_location(self, repository: str, meta_range_id: str) -> str:
+        """Where the metarange file lives; usually ``_lakefs/<id>`` relative to the namespace."""
+        uri = self._call(
+            f"get metarange {meta_range_id}",
+            repository,
+            lambda: self._metadata.get_meta_range(repository, meta_range_id, _request_timeout=self._timeout),
+        )
+        return str(uri.location)
+
+    def range_location(self, repository: str, range_id: str) -> str:
+        """Where the range file lives; usually ``_lakefs/<id>`` relative to the namespace."""
+        uri = self._call(
+            f"get range {range_id}",
+            repository,
+            lambda: self._metadata.get_range(repository, range_id, _request_timeout=self._timeout),
+        )
+        return str(uri.location)
+
+    # ---- plumbing -----------------------------------------------------------------------------
+
+    def _call(
+        self,
+        operation: str,
+        repository: str | None,
+        fn: Callable[[], T],
+        *,
+        retry_if: Callable[[BaseException], bool] = is_retryable,
+    ) -> T:
+        where = f"lakeFS {operation}" + (f" for repository {repository!r}" if repository else "")
+        try:
+            return self._retry.call(fn, describe=where, retry_if=retry_if)
+        except _SDK_FAILURES as e:
+            raise _translate(e, where, self._connection.endpoint) from e
+
+
+def _task_outcome(
+    repository: str, task_id: str, status: PrepareGarbageCollectionCommitsStatus
+) -> CommitsExport:
+    where = f"lakeFS prepare commits for repository {repository!r} (task {task_id})"
+    if status.error is not None:
+        message = str(status.error.message)
+        if _NO_RULES.search(message):
+            raise _no_rules(repository, f"{where} failed: {message}", status=None)
+        raise LakeFSError(f"{where} failed: {message}")
+    if status.result is None:
+        raise LakeFSError(f"{where} completed without a result")
+    return CommitsExport(
+        run_id=status.result.run_id,
+        location=status.result.gc_commits_location,
+        presigned_url=status.result.gc_commits_presigned_url,
+        task_id=task_id,
+    )
+
+
+def _no_rules(repository: str, detail: str, *, status: int | None = HTTP_NOT_FOUND) -> NoRetentionRulesError:
+    return NoRetentionRulesError(
+        f"repository {repository!r} has no garbage collection rules (or lakeFS cannot find them), "
+        f"so lakeFS cannot tell which commits are active; refusing to continue. "
+        f"Set rules with `lakectl gc set-config`. Detail: {detail}",
+        status=status,
+    )
+
+
+def _translate(exc: BaseException, where: str, endpoint: str) -> LakeFSError:
+    status = http_status(exc)
+    if isinstance(exc, ApiException) and status is not None:
+        return LakeFSError(f"{where} failed: HTTP {status}: {_server_message(exc)}", status=status)
+    if is_connection_error(exc):
+        return LakeFSError(f"{where} failed: cannot reach lakeFS at {endpoint}: {exc}")
+    return LakeFSError(f"{where} failed: {type(exc).__name__}: {exc}")
+
+
+def _server_message(exc: ApiException) -> str:
+    """lakeFS errors carry ``{"message": ...}``; fall back to the reason phrase."""
+    body = exc.body
+    if isinstance(body, bytes):
+        body = body.decode("utf-8", errors="replace")
+    if isinstance(body, str) and body:
+        try:
+            doc = json.loads(body)
+        except ValueError:
+            return body[:500]
+        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
+            return str(doc["message"])
+        return body[:500]
+    return str(exc.reason or "no message")

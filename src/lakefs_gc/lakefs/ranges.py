@@ -1,0 +1,96 @@
+"""From active metaranges to committed addresses: metarange → range ids, range → addresses.
+
+Ranges are shared by many commits, so callers collect the *distinct* range ids of all active
+metaranges first and read each range once (internals §7 step 4). Files are read straight from
+the object store; the lakeFS API is only the contract for where they are (``_lakefs/<id>``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from lakefs_gc.errors import ExportError
+from lakefs_gc.lakefs.addresses import normalize_committed_address
+from lakefs_gc.sstable import SSTableReader, iter_metarange, iter_range_addresses
+from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+
+METADATA_PREFIX = "_lakefs/"
+
+
+def range_ids_of_metarange(reader: SSTableReader) -> Iterator[str]:
+    """The range ids (entry identities) a metarange lists, in key order."""
+    for _max_key, range_id, _data in iter_metarange(reader):
+        yield range_id
+
+
+def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Iterator[str]:
+    """Namespace-relative keys referenced by a range, normalised as §1.6 (not de-duplicated)."""
+    for address, address_type in iter_range_addresses(reader):
+        key = normalize_committed_address(address, address_type, namespace)
+        if key is not None:
+            yield key
+
+
+def metadata_location(
+    namespace: StorageLocation,
+    object_id: str,
+    *,
+    api_location: str | None = None,
+    local_root: str | None = None,
+) -> StorageLocation:
+    """Where a range/metarange file lives.
+
+    Without ``api_location`` it is ``<ns>/_lakefs/<id>`` (how lakeFS lays them out). An API answer
+    (``getRange``/``getMetaRange``) is resolved against the namespace like the Scala client does:
+    relative values are joined, full URIs are taken as they are.
+    """
+    if api_location is None:
+        return namespace.join(METADATA_PREFIX + object_id)
+    if uri_scheme(api_location):
+        return parse_location(api_location, local_root=local_root)
+    return namespace.join(api_location)
+
+
+@contextmanager
+def open_sstable(fs: pafs.FileSystem, location: StorageLocation, path: str) -> Iterator[SSTableReader]:
+    """Open the SSTable at ``path`` of ``fs`` (``location`` names it in errors)."""
+    try:
+        source = fs.open_input_file(path)
+    except FileNotFoundError as e:
+        raise ExportError(f"lakeFS metadata file {location} does not exist") from e
+    except OSError as e:
+        raise ExportError(f"cannot open lakeFS metadata file {location}: {e}") from e
+    try:
+        with SSTableReader(source, name=str(location)) as reader:
+            yield reader
+    finally:
+        source.close()
+
+
+def range_ids_of_metaranges(
+    fs: pafs.FileSystem, namespace: StorageLocation, metarange_ids: Iterable[str]
+) -> set[str]:
+    """The distinct range ids of all given metaranges, read from ``<ns>/_lakefs/<id>``."""
+    range_ids: set[str] = set()
+    for metarange_id in metarange_ids:
+        location = metadata_location(namespace, metarange_id)
+        with open_sstable(fs, location, location.fs_path) as reader:
+            range_ids.update(range_ids_of_metarange(reader))
+    return range_ids
+
+
+def committed_addresses(
+    fs: pafs.FileSystem, namespace: StorageLocation, raw_namespace: str, range_ids: Iterable[str]
+) -> set[str]:
+    """Distinct normalised addresses of the given ranges (``raw_namespace`` as lakeFS spells it)."""
+    addresses: set[str] = set()
+    for range_id in range_ids:
+        location = metadata_location(namespace, range_id)
+        with open_sstable(fs, location, location.fs_path) as reader:
+            addresses.update(committed_addresses_of_range(reader, raw_namespace))
+    return addresses

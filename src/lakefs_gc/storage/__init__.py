@@ -1,0 +1,1 @@
+"""Object stores: locations, and (lazily imported) filesystem backends."""

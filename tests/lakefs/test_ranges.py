@@ -1,0 +1,131 @@
+"""Metarange → range ids → committed addresses, on real lakeFS files and writer-built namespaces."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow.fs as pafs
+import pytest
+
+from lakefs_gc.errors import ExportError, SSTableFormatError
+from lakefs_gc.lakefs.ranges import (
+    committed_addresses,
+    committed_addresses_of_range,
+    metadata_location,
+    open_sstable,
+    range_ids_of_metarange,
+    range_ids_of_metaranges,
+)
+from lakefs_gc.sstable import AddressType, Entry, SSTableReader, write_metarange, write_range
+from lakefs_gc.storage.locations import parse_storage_namespace
+
+FIXTURE_RANGE_ID = "a83af763ba098c15369d9d6d723731eb9ce18b8dfac4f88c6f1287e772393d0e"
+FS = pafs.LocalFileSystem()
+
+
+def test_fixture_metarange_lists_its_range(lakefs_sstables: Path) -> None:
+    with SSTableReader(lakefs_sstables / "metarange.sst") as reader:
+        assert list(range_ids_of_metarange(reader)) == [FIXTURE_RANGE_ID]
+
+
+def test_fixture_range_addresses_are_relative_and_kept(lakefs_sstables: Path) -> None:
+    with SSTableReader(lakefs_sstables / "range.sst") as reader:
+        assert list(committed_addresses_of_range(reader, "s3://bucket/ns")) == [
+            "b0c968736d8f42a2b1c6284835f08226",
+            "fdf87fcf9ec849f98514ddb7e041ad56",
+        ]
+
+
+def test_fixture_deprecated_guids_are_kept(lakefs_sstables: Path) -> None:
+    with SSTableReader(lakefs_sstables / "ok1.sst") as reader:
+        addresses = list(committed_addresses_of_range(reader, "s3://bucket/ns/"))
+    assert len(addresses) == 105
+    assert addresses[0] == "4e068d1a46734113abd2218e87aace4c"
+    assert addresses[-1] == "7c5dc4fac42d4846aa6cc35f7e9c91f7"
+
+
+def test_fixture_imported_full_addresses_are_dropped(lakefs_sstables: Path) -> None:
+    """56569996.sst: 13,867 FULL imports (13,461 under s3://oz-repo/datasets/, 406 under
+    s3://oz-repo/dais-repo/) and one RELATIVE object."""
+    with SSTableReader(lakefs_sstables / "56569996.sst") as reader:
+        assert list(committed_addresses_of_range(reader, "s3://my-repo-namespace/")) == [
+            "7f1283fbf81f4e588586d6017370ac13"
+        ]
+    with SSTableReader(lakefs_sstables / "56569996.sst") as reader:
+        inside = list(committed_addresses_of_range(reader, "s3://oz-repo/datasets"))
+    assert len(inside) == 13_461 + 1  # the datasets/ imports, stripped, plus the RELATIVE one
+    assert all(not a.startswith("s3://") for a in inside)
+
+
+def namespace_with_fixtures(tmp_path: Path, lakefs_sstables: Path) -> Path:
+    """A local lakeFS namespace holding the fixture metarange and its range under _lakefs/."""
+    meta = tmp_path / "root" / "repo1" / "_lakefs"
+    meta.mkdir(parents=True)
+    shutil.copy(lakefs_sstables / "metarange.sst", meta / "mr-fixture")
+    shutil.copy(lakefs_sstables / "range.sst", meta / FIXTURE_RANGE_ID)
+    return tmp_path / "root"
+
+
+def test_local_namespace_end_to_end_on_fixtures(tmp_path: Path, lakefs_sstables: Path) -> None:
+    root = namespace_with_fixtures(tmp_path, lakefs_sstables)
+    ns = parse_storage_namespace("local://repo1", local_root=str(root))
+    range_ids = range_ids_of_metaranges(FS, ns, ["mr-fixture"])
+    assert range_ids == {FIXTURE_RANGE_ID}
+    assert committed_addresses(FS, ns, "local://repo1", range_ids) == {
+        "b0c968736d8f42a2b1c6284835f08226",
+        "fdf87fcf9ec849f98514ddb7e041ad56",
+    }
+
+
+def test_written_ranges_normalise_and_deduplicate(tmp_path: Path) -> None:
+    raw_ns = "s3://bucket/repo1"
+    meta = tmp_path / "repo1" / "_lakefs"
+    meta.mkdir(parents=True)
+    first = write_range(
+        meta,
+        [
+            (b"a", Entry("data/s1/o1", AddressType.RELATIVE)),
+            (b"b", Entry(f"{raw_ns}/data/s1/o2", AddressType.FULL)),
+            (b"c", Entry("s3://imports/x.parquet", AddressType.FULL)),
+        ],
+    )
+    second = write_range(
+        meta,
+        [
+            (b"d", Entry("data/s1/o1", AddressType.RELATIVE)),  # shared with the first range
+            (b"e", Entry("0123456789abcdef0123456789abcdef", AddressType.BY_PREFIX_DEPRECATED)),
+        ],
+    )
+    mr1 = write_metarange(meta, [first, second])
+    mr2 = write_metarange(meta, [second])
+    ns = parse_storage_namespace(f"file://{tmp_path}/repo1")
+    range_ids = range_ids_of_metaranges(FS, ns, [mr1.id, mr2.id])
+    assert range_ids == {first.id, second.id}
+    assert committed_addresses(FS, ns, raw_ns, sorted(range_ids)) == {
+        "data/s1/o1",
+        "data/s1/o2",
+        "0123456789abcdef0123456789abcdef",
+    }
+
+
+def test_missing_range_file_is_an_export_error_naming_it(tmp_path: Path) -> None:
+    ns = parse_storage_namespace(f"{tmp_path}/repo1")
+    with pytest.raises(ExportError, match=r"repo1/_lakefs/deadbeef does not exist"):
+        committed_addresses(FS, ns, "s3://b/repo1", ["deadbeef"])
+
+
+def test_metadata_location_follows_the_api_answer(tmp_path: Path) -> None:
+    ns = parse_storage_namespace("s3://bucket/repo1/")
+    assert metadata_location(ns, "abc").fs_path == "bucket/repo1/_lakefs/abc"
+    assert metadata_location(ns, "abc", api_location="_lakefs/abc").fs_path == "bucket/repo1/_lakefs/abc"
+    full = metadata_location(ns, "abc", api_location="s3://other/_lakefs/abc")
+    assert (full.container, full.key) == ("other", "_lakefs/abc")
+
+
+def test_open_sstable_closes_on_error(tmp_path: Path) -> None:
+    bad = tmp_path / "bad"
+    bad.write_bytes(b"not an sstable")
+    ns = parse_storage_namespace(str(tmp_path))
+    with pytest.raises(SSTableFormatError, match="bad"), open_sstable(FS, ns.join("bad"), str(bad)):
+        pass
