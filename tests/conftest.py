@@ -9,6 +9,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
+
+pytest_plugins = ["tests.object_stores"]
+
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 

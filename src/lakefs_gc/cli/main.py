@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 
 from lakefs_gc import __version__
-from lakefs_gc.cli import sstable
+from lakefs_gc.cli import sstable, test_server
 from lakefs_gc.errors import GcError
 
 Handler = Callable[[argparse.Namespace], int]
@@ -36,6 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"lakefs-gc {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     sstable.register(commands)
+    test_server.register(commands)
     return parser
 
 

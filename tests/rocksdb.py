@@ -1,4 +1,4 @@
-"""RocksDB's own ``sst_dump`` as an independent reader of the tables we write."""
+"""RocksDB's own ``sst_dump`` as an independent reader of the tables we write (a fixture)."""
 
 from __future__ import annotations
 

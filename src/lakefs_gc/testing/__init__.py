@@ -1,0 +1,1 @@
+"""A lakeFS-compatible test server and synthetic repositories (tests, demo, benchmarks)."""

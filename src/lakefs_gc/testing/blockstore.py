@@ -1,0 +1,81 @@
+"""The test server's object storage: one storage namespace, addressed by relative keys.
+
+Backed by ``pyarrow.fs`` through :mod:`lakefs_gc.storage`, so the same code writes local
+directories, S3 (moto in tests) and Azure Blob (Azurite in tests). Locations handed out through
+the API are formatted as lakeFS formats them: the namespace URI joined with the key, or for
+``local://`` namespaces ``local://`` + the absolute path under the blockstore root.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import posixpath
+from datetime import datetime
+
+import pyarrow.fs as pafs
+
+from lakefs_gc.errors import StorageError
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace, uri_scheme
+
+
+class NamespaceStore:
+    """Read/write access to the objects of one repository's storage namespace."""
+
+    def __init__(self, namespace: str, options: StorageOptions) -> None:
+        self.namespace = namespace
+        self.location: StorageLocation = parse_storage_namespace(namespace, local_root=options.local_root)
+        self.fs, base = filesystem_for(self.location, options)
+        self.base = base.rstrip("/")
+        self.is_local = self.location.kind == "local"
+
+    @property
+    def kind(self) -> str:
+        return self.location.kind
+
+    def path(self, key: str) -> str:
+        if key.startswith("/") or ".." in key.split("/"):
+            raise StorageError(f"refusing a key outside the namespace: {key!r}")
+        return f"{self.base}/{key}"
+
+    def qualified(self, key: str) -> str:
+        """The full location lakeFS would report for ``key``."""
+        if uri_scheme(self.namespace).lower() == "local":
+            return "local://" + posixpath.join(self.base, key)
+        return self.namespace.rstrip("/") + "/" + key
+
+    def put(self, key: str, data: bytes) -> None:
+        path = self.path(key)
+        try:
+            if self.is_local:
+                self.fs.create_dir(posixpath.dirname(path), recursive=True)
+            with self.fs.open_output_stream(path) as out:
+                out.write(data)
+        except OSError as e:
+            raise StorageError(f"cannot write {self.qualified(key)}: {e}") from e
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            with self.fs.open_input_stream(self.path(key)) as f:
+                return bytes(f.read())
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if "not found" in str(e).lower() or "does not exist" in str(e).lower():
+                return None
+            raise StorageError(f"cannot read {self.qualified(key)}: {e}") from e
+
+    def info(self, key: str) -> tuple[int, datetime] | None:
+        """``(size, last_modified)`` of an object, or None when it does not exist."""
+        info = self.fs.get_file_info(self.path(key))
+        if info.type != pafs.FileType.File:
+            return None
+        assert info.mtime is not None and info.size is not None
+        return info.size, info.mtime
+
+    def exists(self, key: str) -> bool:
+        return self.info(key) is not None
+
+    def delete(self, key: str) -> None:
+        with contextlib.suppress(FileNotFoundError):
+            self.fs.delete_file(self.path(key))

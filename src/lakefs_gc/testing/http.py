@@ -1,0 +1,197 @@
+"""A minimal HTTP framework for the test server: routing, Basic auth, lakeFS error bodies.
+
+Standard library only (``http.server``), threaded, so the server starts in-process in a
+fraction of a second for every test and for ``lakefs-gc demo``.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hmac
+import json
+import logging
+import re
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from email.parser import BytesParser
+from email.policy import HTTP
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from lakefs_gc.testing.context import ApiError, BadRequest, NotFound, Unauthorized
+
+_log = logging.getLogger(__name__)
+API_PREFIX = "/api/v1"
+
+
+@dataclass
+class Request:
+    method: str
+    path: str
+    query: dict[str, list[str]]
+    headers: dict[str, str]
+    body: bytes
+    params: dict[str, str] = field(default_factory=dict)
+
+    def arg(self, name: str, default: str | None = None) -> str | None:
+        values = self.query.get(name)
+        return values[0] if values else default
+
+    def flag(self, name: str) -> bool:
+        return (self.arg(name) or "").lower() == "true"
+
+    def required(self, name: str) -> str:
+        value = self.arg(name)
+        if value is None:
+            raise BadRequest(f"query parameter {name!r} is required")
+        return value
+
+    def json(self) -> dict[str, Any]:
+        if not self.body:
+            return {}
+        try:
+            value = json.loads(self.body)
+        except ValueError as e:
+            raise BadRequest(f"request body is not JSON: {e}") from e
+        if not isinstance(value, dict):
+            raise BadRequest("request body must be a JSON object")
+        return value
+
+    def upload(self) -> tuple[bytes, str | None]:
+        """The uploaded bytes (multipart field ``content`` or a raw body) and their content type."""
+        ctype = self.headers.get("content-type", "")
+        if not ctype.startswith("multipart/form-data"):
+            return self.body, ctype or None
+        message = BytesParser(policy=HTTP).parsebytes(
+            b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + self.body
+        )
+        for part in message.iter_parts():
+            if part.get_param("name", header="content-disposition") == "content":
+                payload = part.get_payload(decode=True)
+                return (payload if isinstance(payload, bytes) else b""), part.get_content_type()
+        raise BadRequest("multipart upload without a 'content' part")
+
+
+@dataclass
+class Response:
+    status: int = 200
+    body: bytes = b""
+    content_type: str = "application/json"
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(status, json.dumps(value).encode(), "application/json", headers or {})
+
+
+Handler = Callable[[Request], Response]
+
+
+class Router:
+    def __init__(self) -> None:
+        self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+
+    def add(self, method: str, template: str, handler: Handler) -> None:
+        pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
+        self._routes.append((method, re.compile(f"^{pattern}$"), handler))
+
+    def dispatch(self, request: Request) -> Response:
+        allowed = False
+        for method, pattern, handler in self._routes:
+            match = pattern.match(request.path)
+            if match is None:
+                continue
+            allowed = True
+            if method == request.method or (method == "GET" and request.method == "HEAD"):
+                request.params = {k: unquote(v) for k, v in match.groupdict().items()}
+                return handler(request)
+        if allowed:
+            return json_response({"message": f"method {request.method} not allowed"}, 405)
+        raise NotFound(f"no such API route: {request.method} {request.path}")
+
+
+@dataclass(frozen=True)
+class Credentials:
+    access_key_id: str
+    secret_access_key: str
+
+    def check(self, header: str | None) -> None:
+        if not header or not header.startswith("Basic "):
+            raise Unauthorized("error authenticating request")
+        try:
+            user, _, password = base64.b64decode(header[6:]).decode().partition(":")
+        except (binascii.Error, UnicodeDecodeError) as e:
+            raise Unauthorized("error authenticating request") from e
+        ok = hmac.compare_digest(user, self.access_key_id) & hmac.compare_digest(
+            password, self.secret_access_key
+        )
+        if not ok:
+            raise Unauthorized("error authenticating request")
+
+
+PUBLIC_ROUTES = {"/healthcheck", "/setup_lakefs", "/config/version"}
+
+
+class ApiServer(ThreadingHTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def __init__(self, address: tuple[str, int], router: Router, credentials: Credentials) -> None:
+        self.router = router
+        self.credentials = credentials
+        super().__init__(address, _RequestHandler)
+
+    def serve_in_thread(self) -> threading.Thread:
+        thread = threading.Thread(target=self.serve_forever, name="lakefs-test-server", daemon=True)
+        thread.start()
+        return thread
+
+
+class _RequestHandler(BaseHTTPRequestHandler):
+    server: ApiServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:
+        self._handle()
+
+    do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_GET
+
+    def log_message(self, format: str, *args: Any) -> None:
+        _log.debug("%s " + format, self.address_string(), *args)
+
+    def _handle(self) -> None:
+        parts = urlsplit(self.path)
+        length = int(self.headers.get("Content-Length") or 0)
+        body = self.rfile.read(length) if length else b""
+        path = parts.path[len(API_PREFIX) :] if parts.path.startswith(API_PREFIX) else parts.path
+        request = Request(
+            self.command,
+            path.rstrip("/") or "/",
+            parse_qs(parts.query, keep_blank_values=True),
+            {k.lower(): v for k, v in self.headers.items()},
+            body,
+        )
+        try:
+            if request.path not in PUBLIC_ROUTES:
+                self.server.credentials.check(self.headers.get("Authorization"))
+            response = self.server.router.dispatch(request)
+        except ApiError as e:
+            response = json_response({"message": e.message}, e.status)
+        except Exception as e:  # the server must answer, like lakeFS's 500s do
+            _log.exception("internal error on %s %s", self.command, self.path)
+            response = json_response({"message": f"internal error: {e}"}, 500)
+        self._send(response)
+
+    def _send(self, response: Response) -> None:
+        self.send_response(response.status)
+        if response.body or response.status not in (204, 304):
+            self.send_header("Content-Type", response.content_type)
+        self.send_header("Content-Length", str(len(response.body)))
+        for name, value in response.headers.items():
+            self.send_header(name, value)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(response.body)

@@ -1,0 +1,103 @@
+"""Start the lakeFS-compatible test server in-process (tests, demo, benchmarks) or as a command.
+
+with LakeFSTestServer(storage_root=tmp_path) as server:
+    client = lakefs_sdk.ApiClient(server.sdk_configuration())
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable
+from dataclasses import replace
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc.testing.api import Services, build_router
+from lakefs_gc.testing.context import ServerContext, ServerSettings, utc_now
+from lakefs_gc.testing.gc_exports import GcExports
+from lakefs_gc.testing.http import ApiServer, Credentials
+from lakefs_gc.testing.objects import Objects
+from lakefs_gc.testing.refs import Refs
+from lakefs_gc.testing.store import Store
+
+if TYPE_CHECKING:
+    from lakefs_sdk.configuration import Configuration
+
+
+class LakeFSTestServer:
+    """A running server; stop it with :meth:`stop` or by leaving the ``with`` block."""
+
+    def __init__(
+        self,
+        *,
+        storage_root: Path,
+        settings: ServerSettings | None = None,
+        state_dir: Path | None = None,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        credentials: Credentials | None = None,
+        clock: Callable[[], datetime] = utc_now,
+    ) -> None:
+        settings = settings or ServerSettings()
+        storage = settings.storage.model_copy(update={"local_root": str(storage_root)})
+        self.settings = replace(settings, storage=storage)
+        self.store = Store(state_dir)
+        self.ctx = ServerContext(self.store, self.settings, clock)
+        refs = Refs(self.ctx)
+        self.services = Services(self.ctx, refs, Objects(refs), GcExports(refs))
+        self.credentials = credentials or Credentials(
+            "AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30)
+        )
+        self._http = ApiServer((host, port), build_router(self.services), self.credentials)
+        self._http.serve_in_thread()
+
+    @property
+    def endpoint(self) -> str:
+        host, port = self._http.server_address[:2]
+        return f"http://{host!s}:{port}/api/v1"
+
+    def connection_info(self) -> dict[str, str]:
+        return {
+            "endpoint": self.endpoint,
+            "access_key_id": self.credentials.access_key_id,
+            "secret_access_key": self.credentials.secret_access_key,
+        }
+
+    def sdk_configuration(self) -> Configuration:
+        from lakefs_sdk.configuration import Configuration
+
+        return Configuration(
+            host=self.endpoint,
+            username=self.credentials.access_key_id,
+            password=self.credentials.secret_access_key,
+        )
+
+    def stop(self) -> None:
+        self._http.shutdown()
+        self._http.server_close()
+        self.store.close()
+
+    def __enter__(self) -> LakeFSTestServer:
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.stop()
+
+    def __repr__(self) -> str:
+        return f"LakeFSTestServer({self.endpoint})"
+
+
+def run_forever(server: LakeFSTestServer, print_line: Callable[[str], Any]) -> None:
+    """Print the connection line and serve until interrupted."""
+    import json
+    import threading
+
+    print_line(json.dumps(server.connection_info()))
+    try:
+        threading.Event().wait()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
