@@ -90,14 +90,16 @@ class LakeFSTestServer:
 
 
 def run_forever(server: LakeFSTestServer, print_line: Callable[[str], Any]) -> None:
-    """Print the connection line and serve until interrupted."""
+    """Print the connection line and serve until SIGINT or SIGTERM, then stop cleanly."""
     import json
+    import signal
     import threading
 
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
     print_line(json.dumps(server.connection_info()))
     try:
-        threading.Event().wait()
-    except KeyboardInterrupt:
-        pass
+        stop.wait()
     finally:
         server.stop()
