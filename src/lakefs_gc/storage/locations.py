@@ -111,19 +111,28 @@ def parse_location(uri: str, *, local_root: str | None = None) -> StorageLocatio
     )
 
 
+def _split_authority(uri: str) -> tuple[str, str]:
+    """``scheme://authority/rest`` split by hand: lakeFS appends raw object keys to namespaces,
+    so ``#``, ``?`` and ``%`` in the rest are part of the key, never URL syntax (``urlsplit``
+    would cut ``a#b`` to ``a`` and point at another object)."""
+    rest = uri.split("://", 1)[1] if "://" in uri else ""
+    authority, _, path = rest.partition("/")
+    return authority, path
+
+
 def _parse_bucket_uri(uri: str, kind: StorageKind) -> StorageLocation:
-    parts = urlsplit(uri)
-    if not parts.netloc:
+    bucket, key = _split_authority(uri)
+    if not bucket:
         raise StorageError(f"storage location {uri!r} has no bucket")
-    return StorageLocation(kind, parts.netloc, parts.path.lstrip("/"), uri=uri)
+    return StorageLocation(kind, bucket, key.lstrip("/"), uri=uri)
 
 
 def _parse_azure_blob_url(uri: str) -> StorageLocation:
     """``https://<acct>.blob.<domain>/<container>/<key>``, or path-style ``http://host:port/<acct>/
     <container>/<key>`` as used by Azurite."""
-    parts = urlsplit(uri)
-    host = parts.hostname or ""
-    segments = parts.path.lstrip("/").split("/")
+    authority, path = _split_authority(uri)
+    host = authority.rsplit("@", 1)[-1].split(":", 1)[0].lower()
+    segments = path.lstrip("/").split("/")
     if ".blob." in host:
         account, rest = host.split(".", 1)[0], segments
     else:

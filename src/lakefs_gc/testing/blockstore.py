@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import posixpath
 from datetime import datetime
+from typing import Any
 
 import pyarrow.fs as pafs
 
@@ -25,6 +26,7 @@ class NamespaceStore:
     def __init__(self, namespace: str, options: StorageOptions) -> None:
         self.namespace = namespace
         self.location: StorageLocation = parse_storage_namespace(namespace, local_root=options.local_root)
+        self.options = options
         self.fs, base = filesystem_for(self.location, options)
         self.base = base.rstrip("/")
         self.is_local = self.location.kind == "local"
@@ -77,5 +79,46 @@ class NamespaceStore:
         return self.info(key) is not None
 
     def delete(self, key: str) -> None:
-        with contextlib.suppress(FileNotFoundError):
-            self.fs.delete_file(self.path(key))
+        """Delete one object with the store's own API.
+
+        pyarrow's ``delete_file`` on S3/Azure writes ``parent/`` directory markers (objects lakeFS
+        never creates) and, on Azure, takes a lease that can stall for seconds against Azurite.
+        """
+        self.path(key)  # validates the key
+        object_key = self.location.join(key).key
+        if self.kind == "s3":
+            self._s3().delete_object(Bucket=self.location.container, Key=object_key)
+        elif self.kind == "azure":
+            from azure.core.exceptions import ResourceNotFoundError
+
+            with contextlib.suppress(ResourceNotFoundError):
+                self._azure().delete_blob(object_key, delete_snapshots="include")
+        else:
+            with contextlib.suppress(FileNotFoundError):
+                self.fs.delete_file(self.path(key))
+
+    def _s3(self) -> Any:
+        import boto3
+        from botocore.config import Config
+
+        s3 = self.options.s3
+        secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
+        return boto3.client(
+            "s3", endpoint_url=s3.endpoint_url, region_name=s3.region or "us-east-1",
+            aws_access_key_id=s3.access_key_id, aws_secret_access_key=secret,
+            config=Config(s3={"addressing_style": "path" if s3.force_path_style else "auto"}),
+        )  # fmt: skip
+
+    def _azure(self) -> Any:
+        from azure.storage.blob import BlobServiceClient
+
+        azure = self.options.azure
+        account_url = azure.blob_endpoint or f"https://{self.location.account}.blob.core.windows.net"
+        credential: Any = None
+        if azure.account_key is not None:
+            key = azure.account_key.get_secret_value()
+            credential = {"account_name": self.location.account, "account_key": key}
+        elif azure.sas_token is not None:
+            credential = azure.sas_token.get_secret_value()
+        service = BlobServiceClient(account_url, credential=credential)
+        return service.get_container_client(self.location.container)

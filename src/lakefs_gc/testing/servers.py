@@ -129,7 +129,7 @@ def find_azurite(repo_root: Path | None = None) -> Path:
     if on_path:
         return Path(on_path)
     raise GcError(
-        "Azurite is not installed: run `npm ci` at the repository root (needs Node.js >= 18), "
+        "Azurite is not installed: run `npm ci` at the repository root (needs Node.js >= 20), "
         f"or set {AZURITE_ENV} to an azurite executable"
     )
 
@@ -193,7 +193,10 @@ class _AzuriteOutput:
         deadline = time.monotonic() + timeout
         self._ready.wait(timeout)
         if not {"blob", "queue"} <= self._endpoints.keys():
-            raise self._failure(f"did not start within {timeout:.0f}s")
+            exited = self._proc.poll() is not None
+            raise self._failure(
+                "stopped before listening" if exited else f"did not start within {timeout:.0f}s"
+            )
         for url in self._endpoints.values():
             _wait_for_port(url, deadline, self)
         account = AZURITE_ACCOUNT_NAME
