@@ -31,8 +31,8 @@ class GcView:
         return self.committed | self.uncommitted
 
 
-def gc_view(lakefs: Lakefs, repo: str, local_root: str) -> GcView:
-    options = StorageOptions(local_root=local_root)
+def gc_view(lakefs: Lakefs, repo: str, local_root: str, options: StorageOptions | None = None) -> GcView:
+    options = (options or StorageOptions()).model_copy(update={"local_root": local_root})
     namespace = lakefs.repositories.get_repository(repo).storage_namespace
     pages = 0
     token: str | None = None
