@@ -33,9 +33,10 @@ def test_synthetic_repository_exports_match_its_manifest(tmp_path: Path) -> None
     rows = pq.read_table(manifest).to_pylist()
     assert len(rows) == report.physical_objects == len({r["address"] for r in rows})
     assert all((root / "synth" / r["address"]).is_file() for r in rows)
-    with LakeFSTestServer(storage_root=root, state_dir=state) as server, lakefs_sdk.ApiClient(
-        server.sdk_configuration()
-    ) as client:
+    with (
+        LakeFSTestServer(storage_root=root, state_dir=state) as server,
+        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+    ):
         lakefs = Lakefs(client)
         branches = lakefs.branches.list_branches("synth", show_hidden=True, amount=1000).results
         assert len(branches) == spec.branches

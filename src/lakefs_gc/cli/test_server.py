@@ -42,9 +42,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free port)")
-    parser.add_argument(
-        "--storage-root", type=Path, help="root directory of local:// namespaces (required)"
-    )
+    parser.add_argument("--storage-root", type=Path, help="root directory of local:// namespaces (required)")
     parser.add_argument("--grace-period", default="24h", help="link-address validity window (default 24h)")
     parser.add_argument(
         "--state-dir", type=Path, help="keep repositories, commits and staging here across restarts"
@@ -76,7 +74,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--storage-root/--state-dir.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    synth.add_argument("--storage-root", type=Path, required=True, help="root directory of local:// namespaces")
+    synth.add_argument(
+        "--storage-root", type=Path, required=True, help="root directory of local:// namespaces"
+    )
     synth.add_argument("--state-dir", type=Path, required=True, help="server state directory")
     synth.add_argument("--repository", default="synth", help="repository name")
     synth.add_argument("--namespace", help="storage namespace (default local://<repository>)")
@@ -88,7 +88,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     synth.add_argument("--garbage", type=int, default=1_000, help="garbage objects to create (approximate)")
     synth.add_argument("--retention-days", type=int, default=7, help="default GC retention rule")
     synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument("--manifest", type=Path, help="parquet manifest (default <state-dir>/<repository>-manifest.parquet)")
+    synth.add_argument(
+        "--manifest", type=Path, help="parquet manifest (default <state-dir>/<repository>-manifest.parquet)"
+    )
     synth.set_defaults(handler=run_synth)
 
 

@@ -76,7 +76,9 @@ class _Object:
 
 
 class Synthesizer:
-    def __init__(self, ctx: ServerContext, refs: Refs, spec: SynthSpec, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self, ctx: ServerContext, refs: Refs, spec: SynthSpec, progress: Callable[[str], None]
+    ) -> None:
         self.ctx, self.refs, self.spec, self.progress = ctx, refs, spec, progress
         self.rng = random.Random(spec.seed)
         self.now = ctx.now()
@@ -106,13 +108,17 @@ class Synthesizer:
             ns.put(address, data)
         self.objects.append(_Object(address, len(data), when, kind))
         stamp_ns = int(when.timestamp()) * 1_000_000_000
-        return Entry(address, AddressType.RELATIVE, len(data), f"{self.seq:032x}", stamp_ns, "application/octet-stream")
+        return Entry(
+            address, AddressType.RELATIVE, len(data), f"{self.seq:032x}", stamp_ns, "application/octet-stream"
+        )
 
     def _path(self, prefix: str) -> bytes:
         self.seq += 1
         return f"{prefix}/part-{self.seq:010d}.parquet".encode()
 
-    def _commit(self, branch: str, parent: CommitRow, changes: dict[bytes, Entry | None], when: datetime) -> CommitRow:
+    def _commit(
+        self, branch: str, parent: CommitRow, changes: dict[bytes, Entry | None], when: datetime
+    ) -> CommitRow:
         trees = self.ctx.trees(self.namespace)
         metarange = trees.apply(parent.meta_range_id, changes) if changes else parent.meta_range_id
         commit = self.refs._new_commit(
@@ -178,7 +184,11 @@ class Synthesizer:
         for k in range(spec.commits):
             when = start + (end - start) * (k + 1) / (spec.commits + 1)
             if abs(when - threshold) < timedelta(days=1):
-                when = threshold + timedelta(days=1, hours=1) if when > threshold else threshold - timedelta(days=1)
+                when = (
+                    threshold + timedelta(days=1, hours=1)
+                    if when > threshold
+                    else threshold - timedelta(days=1)
+                )
             out.append(when)
         return out
 
@@ -236,15 +246,13 @@ class Synthesizer:
     def _expected(self, repo: str, manifest: Path | None) -> SynthReport:
         store, trees = self.ctx.store, self.ctx.trees(self.namespace)
         rows = store.list_commits(repo)
-        commits = {
-            c.id: CommitNode(c.id, datetime.fromtimestamp(c.creation_date, tz=timezone.utc), c.parents, c.version,
-                             c.meta_range_id)
-            for c in rows
-        }  # fmt: skip
+        commits = {c.id: _node(c) for c in rows}
         branches = {b.id: b.commit_id for b in store.list_branches(repo)}
         rules = GCRules(self.spec.retention_days, {})
         active = active_commits(commits, branches, rules, self.now)
-        range_ids = {r.id for c in active if commits[c].metarange_id for r in trees.ranges(commits[c].metarange_id)}
+        range_ids = {
+            r.id for c in active if commits[c].metarange_id for r in trees.ranges(commits[c].metarange_id)
+        }
         referenced: set[str] = set()
         for range_id in range_ids:
             for _key, value in trees.range_records(range_id):
@@ -283,10 +291,19 @@ class Synthesizer:
 
 
 def synthesize(
-    ctx: ServerContext, spec: SynthSpec, *, manifest: Path | None = None, progress: Callable[[str], None] = print
+    ctx: ServerContext,
+    spec: SynthSpec,
+    *,
+    manifest: Path | None = None,
+    progress: Callable[[str], None] = print,
 ) -> SynthReport:
     """Write the repository ``spec`` describes into the server state and storage of ``ctx``."""
     return Synthesizer(ctx, Refs(ctx), spec, progress).run(manifest)
+
+
+def _node(c: CommitRow) -> CommitNode:
+    created = datetime.fromtimestamp(c.creation_date, tz=timezone.utc)
+    return CommitNode(c.id, created, c.parents, c.version, c.meta_range_id)
 
 
 def _spread(total: int, parts: int) -> list[int]:
