@@ -145,7 +145,9 @@ class ApiServer(ThreadingHTTPServer):
         super().__init__(address, _RequestHandler)
 
     def serve_in_thread(self) -> threading.Thread:
-        thread = threading.Thread(target=self.serve_forever, name="lakefs-test-server", daemon=True)
+        thread = threading.Thread(
+            target=self.serve_forever, kwargs={"poll_interval": 0.05}, name="lakefs-test-server", daemon=True
+        )
         thread.start()
         return thread
 
@@ -153,6 +155,9 @@ class ApiServer(ThreadingHTTPServer):
 class _RequestHandler(BaseHTTPRequestHandler):
     server: ApiServer
     protocol_version = "HTTP/1.1"
+    #: headers and body go out in two sends; without TCP_NODELAY each response waits for the
+    #: client's delayed ACK (~40 ms a request)
+    disable_nagle_algorithm = True
 
     def do_GET(self) -> None:
         self._handle()
