@@ -73,14 +73,26 @@ def test_session_runs_python_workers_with_our_package(spark: SparkSession) -> No
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType
 
-    @F.udf(returnType=LongType())
-    def decode(hex_varint: str) -> int:
+    def varint(hex_varint):  # type: ignore[no-untyped-def]  # hints would make PySpark guess a pandas UDF
         from lakefs_gc.sstable.varint import read_uvarint
 
         return read_uvarint(bytes.fromhex(hex_varint), 0)[0]
 
+    decode = F.udf(varint, LongType())
+
     rows = spark.createDataFrame([("ac02",), ("7f",)], ["v"]).select(decode("v").alias("n")).collect()
     assert sorted(r.n for r in rows) == [127, 300]
+
+
+def test_map_in_arrow_runs_on_executors(spark: SparkSession) -> None:
+    """The engine of executor-side work (listing, range reading, deletes): needs pyarrow and pandas."""
+    import pyarrow as pa
+
+    def double(batches):  # type: ignore[no-untyped-def]
+        for batch in batches:
+            yield pa.RecordBatch.from_pydict({"n": [x * 2 for x in batch.column(0).to_pylist()]})
+
+    assert sorted(r.n for r in spark.range(5).mapInArrow(double, "n long").collect()) == [0, 2, 4, 6, 8]
 
 
 @pytest.mark.slow
