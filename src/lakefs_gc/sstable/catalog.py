@@ -12,6 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 
+from lakefs_gc.sstable import ident
 from lakefs_gc.sstable.protobuf import (
     LENGTH_DELIMITED,
     VARINT,
@@ -134,27 +135,12 @@ def entry_identity(entry: Entry) -> bytes:
     and, when present, content type, in ``ident`` typed encoding. Equal identities mean equal
     content, which lakeFS uses for diffs and merges."""
     h = hashlib.sha256()
-    _ident_int64(h, entry.size)
-    _ident_string(h, entry.etag)
-    h.update(b"\x04")  # AddressTypeStringMap
-    _ident_int64(h, len(entry.metadata))
-    for k in sorted(entry.metadata):
-        _ident_string(h, k)
-        _ident_string(h, entry.metadata[k])
+    ident.marshal_int64(h, entry.size)
+    ident.marshal_string(h, entry.etag)
+    ident.marshal_string_map(h, entry.metadata)
     if entry.content_type:
-        _ident_string(h, entry.content_type)
+        ident.marshal_string(h, entry.content_type)
     return h.digest()
-
-
-def _ident_int64(h: hashlib._Hash, value: int) -> None:
-    h.update(b"\x02\x08" + (value & 0xFFFFFFFFFFFFFFFF).to_bytes(8, "big"))
-
-
-def _ident_string(h: hashlib._Hash, value: str) -> None:
-    raw = value.encode()
-    h.update(b"\x01")
-    _ident_int64(h, len(raw))
-    h.update(raw)
 
 
 def _decode_timestamp(buf: bytes) -> int:

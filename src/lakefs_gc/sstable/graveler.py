@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakefs_gc.errors import SSTableFormatError
+from lakefs_gc.sstable import ident
 from lakefs_gc.sstable.catalog import (
     AddressType,
     Entry,
@@ -153,7 +154,7 @@ def _write_records(
         if first is None:
             first = key
         last = key
-    _hash_string_map(h, metadata)
+    ident.marshal_string_map(h, metadata)
     range_id = h.hexdigest()
     estimated = writer.estimated_size
     props = {k: v.encode() for k, v in metadata.items()}
@@ -171,22 +172,3 @@ def _hash_with_len(h: hashlib._Hash, buf: bytes) -> None:
     h.update(str(len(buf)).encode())
     h.update(buf)
     h.update(b"|")
-
-
-def _hash_string_map(h: hashlib._Hash, values: dict[str, str]) -> None:
-    """``ident.MarshalStringMap``: typed, length-prefixed, keys sorted."""
-
-    def int64(v: int) -> None:
-        h.update(b"\x02\x08" + v.to_bytes(8, "big"))
-
-    def string(s: str) -> None:
-        raw = s.encode()
-        h.update(b"\x01")
-        int64(len(raw))
-        h.update(raw)
-
-    h.update(b"\x04")
-    int64(len(values))
-    for k in sorted(values):
-        string(k)
-        string(values[k])
