@@ -59,11 +59,16 @@ def table_type(reader: SSTableReader) -> str | None:
     return raw.decode("utf-8", "replace") if raw is not None else None
 
 
+def decode_range_value(value: bytes) -> Entry:
+    """The ``catalog.Entry`` inside one range record's graveler value."""
+    return decode_entry(unmarshal_value(value)[1])
+
+
 def iter_range_entries(reader: SSTableReader) -> Iterator[tuple[bytes, Entry]]:
     """``(path, Entry)`` for every record of a range file."""
     for key, value in reader:
         try:
-            yield key, decode_entry(unmarshal_value(value)[1])
+            yield key, decode_range_value(value)
         except ValueError as e:
             raise _bad_record(reader, key, "range entry", e) from e
 

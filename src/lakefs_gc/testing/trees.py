@@ -17,8 +17,8 @@ from pathlib import Path
 
 from lakefs_gc.errors import GcError
 from lakefs_gc.sstable import Entry, RangeInfo, SSTableReader, iter_metarange, write_metarange
-from lakefs_gc.sstable.catalog import decode_entry, encode_entry, entry_identity
-from lakefs_gc.sstable.graveler import RANGES, marshal_value, unmarshal_value, write_graveler_table
+from lakefs_gc.sstable.catalog import encode_entry, entry_identity
+from lakefs_gc.sstable.graveler import RANGES, decode_range_value, marshal_value, write_graveler_table
 from lakefs_gc.testing.blockstore import NamespaceStore
 
 METADATA_PREFIX = "_lakefs/"
@@ -79,7 +79,7 @@ class TreeStore:
 
     def range_entries(self, range_id: str) -> Iterator[tuple[bytes, Entry]]:
         for key, value in self.range_records(range_id):
-            yield key, decode_entry(unmarshal_value(value)[1])
+            yield key, decode_range_value(value)
 
     def entries(self, metarange_id: str, *, start: bytes = b"") -> Iterator[tuple[bytes, Entry]]:
         """Every ``(path, Entry)`` of a tree with ``path >= start``, in order."""
@@ -88,7 +88,7 @@ class TreeStore:
                 continue
             for key, value in self.range_records(r.id):
                 if key >= start:
-                    yield key, decode_entry(unmarshal_value(value)[1])
+                    yield key, decode_range_value(value)
 
     def get(self, metarange_id: str, path: bytes) -> Entry | None:
         for r in self.ranges(metarange_id):
@@ -96,7 +96,7 @@ class TreeStore:
                 records = self.range_records(r.id)
                 i = bisect.bisect_left(records, path, key=lambda kv: kv[0])
                 if i < len(records) and records[i][0] == path:
-                    return decode_entry(unmarshal_value(records[i][1])[1])
+                    return decode_range_value(records[i][1])
                 return None
         return None
 
