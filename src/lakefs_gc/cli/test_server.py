@@ -139,9 +139,7 @@ def _credentials(args: argparse.Namespace, cls: type[Credentials]) -> Credential
     if path.is_file():
         saved = json.loads(path.read_text())
         return cls(saved["access_key_id"], saved["secret_access_key"])
-    import secrets
-
-    creds = cls("AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30))
+    creds = cls.generate()
     args.state_dir.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps({"access_key_id": creds.access_key_id, "secret_access_key": creds.secret_access_key})

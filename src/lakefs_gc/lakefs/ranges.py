@@ -12,14 +12,13 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import ExportError
+from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.sstable import SSTableReader, iter_metarange, iter_range_addresses
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
-
-METADATA_PREFIX = "_lakefs/"
 
 
 def range_ids_of_metarange(reader: SSTableReader) -> Iterator[str]:

@@ -12,6 +12,7 @@ import hmac
 import json
 import logging
 import re
+import secrets
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -130,6 +131,11 @@ class Credentials:
         )
         if not ok:
             raise Unauthorized("error authenticating request")
+
+    @classmethod
+    def generate(cls) -> Credentials:
+        """A fresh key pair shaped like lakeFS's (``AKIA…`` access key id)."""
+        return cls("AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30))
 
 
 PUBLIC_ROUTES = {"/healthcheck", "/setup_lakefs", "/config/version"}

@@ -6,7 +6,6 @@ with LakeFSTestServer(storage_root=tmp_path) as server:
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Callable
 from dataclasses import replace
 from datetime import datetime
@@ -47,9 +46,7 @@ class LakeFSTestServer:
         self.ctx = ServerContext(self.store, self.settings, clock)
         refs = Refs(self.ctx)
         self.services = Services(self.ctx, refs, Objects(refs), GcExports(refs))
-        self.credentials = credentials or Credentials(
-            "AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30)
-        )
+        self.credentials = credentials or Credentials.generate()
         self._http = ApiServer((host, port), build_router(self.services), self.credentials)
         self._http.serve_in_thread()
 

@@ -16,12 +16,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lakefs_gc.errors import GcError
+from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.sstable import Entry, RangeInfo, SSTableReader, iter_metarange, write_metarange
 from lakefs_gc.sstable.catalog import encode_entry, entry_identity
 from lakefs_gc.sstable.graveler import RANGES, decode_range_value, marshal_value, write_graveler_table
 from lakefs_gc.testing.blockstore import NamespaceStore
-
-METADATA_PREFIX = "_lakefs/"
 
 
 @dataclass(frozen=True)
