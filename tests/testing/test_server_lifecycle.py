@@ -111,15 +111,10 @@ def test_ranges_written_by_the_server_read_back_with_dump_and_sst_dump(
     for r in ranges:
         range_file = storage_root / "ranges" / "_lakefs" / r["range_id"]
         assert cli_main(["sstable", "dump", str(range_file)]) == 0
-        entries += [json.loads(line) for line in capsys.readouterr().out.splitlines()]
-        assert [k for k, _ in sst_dump(range_file)] == [
-            json.loads(line)["key"].encode() for line in _dump_lines(range_file, capsys)
-        ]
+        dumped = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+        assert [k for k, _ in sst_dump(range_file)] == [d["key"].encode() for d in dumped]
+        entries += dumped
     assert [e["key"] for e in entries] == sorted(paths)
     assert all(e["address_type"] == "RELATIVE" and e["address"].startswith("data/") for e in entries)
     assert len(sst_dump(metarange)) == len(ranges)
 
-
-def _dump_lines(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
-    assert cli_main(["sstable", "dump", str(path)]) == 0
-    return capsys.readouterr().out.splitlines()
