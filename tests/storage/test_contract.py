@@ -16,7 +16,6 @@ import uuid
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from importlib.metadata import version
 from pathlib import Path
 
 import pyarrow.fs as pafs
@@ -41,16 +40,6 @@ KEYS = {
     "long-1KiB": "",  # built per backend: the whole key in the store is 1024 bytes
 }
 KEY_LIMIT = 1024
-
-#: moto 5.2.0 and 5.2.1 answer CompleteMultipartUpload with root element <CompleteMultipartUploadResponse>;
-#: pyarrow (s3fs.cc, CompleteMultipartUploadWithErrorFixup) requires <CompleteMultipartUploadResult>, takes
-#: the answer for an error embedded in a 200, retries and fails every write. Fixed in moto 5.2.2.
-MOTO_BREAKS_PYARROW_WRITES = version("moto") in ("5.2.0", "5.2.1")
-MOTO_BUG = (
-    f"moto {version('moto')} CompleteMultipartUpload answers <CompleteMultipartUploadResponse>, "
-    "pyarrow needs <CompleteMultipartUploadResult> (getmoto/moto#10055, fixed in 5.2.2): require moto>=5.2.2"
-)
-
 
 class NativeStore(ABC):
     """Direct access to a backend, bypassing pyarrow: the oracle the ports are checked against."""
@@ -157,7 +146,6 @@ class Backend:
     namespace: str
     options: StorageOptions
     native: NativeStore
-    pyarrow_write_bug: str | None = None  # reason pyarrow writes are known to fail here
 
     @property
     def location(self) -> StorageLocation:
@@ -172,10 +160,6 @@ class Backend:
             segments.append("d" * 199)
             remaining -= 200
         return "/".join([*segments, "f" * remaining])
-
-    def skip_if_pyarrow_cannot_write(self) -> None:
-        if self.pyarrow_write_bug:
-            pytest.xfail(self.pyarrow_write_bug)
 
 
 def _payload(key: str) -> bytes:
@@ -205,7 +189,7 @@ def s3_backend(moto: MotoServer, s3_bucket: str) -> Backend:
     )
     namespace = f"s3://{s3_bucket}/{_repo()}"
     native = S3Native(parse_storage_namespace(namespace), moto)
-    return Backend(namespace, StorageOptions(s3=s3), native, MOTO_BUG if MOTO_BREAKS_PYARROW_WRITES else None)
+    return Backend(namespace, StorageOptions(s3=s3), native)
 
 
 @pytest.fixture
@@ -265,7 +249,6 @@ class FilesystemContract:
         assert files == {k: len(_payload(k)) for k in keys}
 
     def test_writes_land_under_the_exact_key(self, backend: Backend, key: str) -> None:
-        backend.skip_if_pyarrow_cannot_write()
         fs, path = self._open(backend, key)
         if isinstance(fs, pafs.LocalFileSystem):  # object stores have no directories to create
             fs.create_dir(posixpath.dirname(path), recursive=True)
@@ -311,7 +294,6 @@ class NamespaceStoreContract:
         return NamespaceStore(backend.namespace, backend.options)
 
     def test_put_then_get_info_exists(self, backend: Backend, store: NamespaceStore, key: str) -> None:
-        backend.skip_if_pyarrow_cannot_write()
         store.put(key, _payload(key))
         assert store.get(key) == _payload(key)
         assert backend.native.get(key) == _payload(key)
@@ -320,7 +302,6 @@ class NamespaceStoreContract:
         assert store.exists(key)
 
     def test_put_overwrites(self, backend: Backend, store: NamespaceStore) -> None:
-        backend.skip_if_pyarrow_cannot_write()
         store.put("a/b", b"first")
         store.put("a/b", b"second")
         assert store.get("a/b") == b"second"
@@ -403,9 +384,9 @@ class TestAzureNamespaceStore(NamespaceStoreContract):
         return azure_backend
 
 
-@pytest.mark.xfail(MOTO_BREAKS_PYARROW_WRITES, reason=MOTO_BUG, raises=OSError, strict=True)
 def test_pyarrow_can_write_to_moto(s3_backend: Backend) -> None:
-    """The minimal reproduction behind ``MOTO_BUG``: any pyarrow write to moto ends in a multipart upload."""
+    """Any pyarrow write to S3 ends in a multipart upload; moto 5.2.0-5.2.1 answered it with the wrong
+    root element (getmoto/moto#10055), which is why pyproject requires moto>=5.2.2."""
     fs, path = filesystem_for(s3_backend.location.join("tiny"), s3_backend.options)
     with fs.open_output_stream(path) as out:
         out.write(b"x")
