@@ -8,12 +8,17 @@ configuration from a corrupt file or an unreachable lakeFS.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from lakefs_gc import __version__
-from lakefs_gc.cli import sstable, test_server
+from lakefs_gc.cli import demo, gc, sstable, test_server
 from lakefs_gc.errors import GcError
+
+#: set to print the traceback of an error (for bug reports)
+TRACEBACK_ENV = "LAKEFS_GC_TRACEBACK"
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -35,6 +40,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"lakefs-gc {__version__}")
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
+    demo.register(commands)
+    gc.register(commands)
     sstable.register(commands)
     test_server.register(commands)
     return parser
@@ -50,6 +57,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return handler(args)
     except GcError as e:
+        if os.environ.get(TRACEBACK_ENV):
+            traceback.print_exc()
         print(f"lakefs-gc: error: {e}", file=sys.stderr)
         return e.exit_code
     except BrokenPipeError:

@@ -138,7 +138,7 @@ def iter_uncommitted_addresses(
 ) -> Iterator[pa.ChunkedArray]:
     """``physical_address`` of each parquet part (namespace-relative keys), one array per file."""
     for path in uncommitted_files(fs, dir_path, required=required):
-        yield _read_addresses(fs, path)
+        yield read_uncommitted_file(fs, path)
 
 
 def read_uncommitted_addresses(fs: pafs.FileSystem, dir_path: str, *, required: bool) -> pa.Table:
@@ -149,7 +149,8 @@ def read_uncommitted_addresses(fs: pafs.FileSystem, dir_path: str, *, required: 
     return pa.table({ADDRESS_COLUMN: pa.chunked_array(chunks, type=pa.string())})
 
 
-def _read_addresses(fs: pafs.FileSystem, path: str) -> pa.ChunkedArray:
+def read_uncommitted_file(fs: pafs.FileSystem, path: str) -> pa.ChunkedArray:
+    """``physical_address`` of one part file of the dump, as strings."""
     try:
         with fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)

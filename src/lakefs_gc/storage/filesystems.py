@@ -7,6 +7,7 @@ given, which is what operators on cloud machines expect).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -17,6 +18,10 @@ from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
+
+#: Azurite's well-known development account, what ``UseDevelopmentStorage=true`` means (public).
+_DEV_ACCOUNT = "devstoreaccount1"
+_DEV_ACCOUNT_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 class S3Options(BaseModel):
@@ -39,10 +44,25 @@ class S3Options(BaseModel):
 
 
 class AzureOptions(BaseModel):
-    """How to reach Azure Blob Storage (or Azurite)."""
+    """How to reach Azure Blob Storage (or Azurite).
+
+    Credentials are tried in this order, the first one given wins: ``connection_string`` (its
+    ``AccountKey`` or ``SharedAccessSignature``), ``account_key``, ``sas_token``, the service principal
+    (``client_id`` + ``client_secret`` + ``tenant_id``); with none of them the object-store clients go
+    anonymous and pyarrow uses its default credential chain.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    connection_string: SecretStr | None = Field(
+        default=None,
+        description=(
+            "An Azure Storage connection string (AccountName, AccountKey or SharedAccessSignature, "
+            "BlobEndpoint or DefaultEndpointsProtocol/EndpointSuffix, or UseDevelopmentStorage=true). "
+            "Secret because it usually carries the account key. Its AccountName must be the account "
+            "the storage namespace names; an explicit blob_endpoint overrides its endpoint."
+        ),
+    )
     account_key: SecretStr | None = Field(default=None, description="Shared key; None = default credential.")
     sas_token: SecretStr | None = None
     client_id: str | None = None
@@ -50,8 +70,108 @@ class AzureOptions(BaseModel):
     tenant_id: str | None = None
     blob_endpoint: str | None = Field(
         default=None,
-        description="Override of the blob service, e.g. http://127.0.0.1:10000 for Azurite.",
+        description=(
+            "Override of the blob service, e.g. http://127.0.0.1:10000 for Azurite. Without a path, and "
+            "unless the host starts with '<account>.', the account is addressed path-style "
+            "(http://host:port/<account>), as pyarrow does."
+        ),
     )
+
+
+@dataclass(frozen=True)
+class AzureConnectionString:
+    """The parts of an Azure Storage connection string that lakefs-gc uses."""
+
+    account_name: str | None = None
+    account_key: str | None = None
+    sas_token: str | None = None
+    blob_endpoint: str | None = None
+
+    def __repr__(self) -> str:  # never print the key or the SAS
+        return (
+            f"AzureConnectionString(account_name={self.account_name!r}, blob_endpoint={self.blob_endpoint!r})"
+        )
+
+
+def parse_connection_string(value: str) -> AzureConnectionString:
+    """Parse ``Key=Value;...`` (keys case-insensitive; values may contain ``=``, as base64 keys do).
+
+    Errors never quote the string: it usually contains the account key.
+    """
+    settings: dict[str, str] = {}
+    for part in value.split(";"):
+        if not part.strip():
+            continue
+        name, sep, setting = part.partition("=")
+        if not sep or not name.strip():
+            raise StorageError("the Azure connection string is malformed (expected Key=Value;...)")
+        settings[name.strip().lower()] = setting.strip()
+    if settings.get("usedevelopmentstorage", "").lower() == "true":
+        return AzureConnectionString(
+            account_name=_DEV_ACCOUNT,
+            account_key=_DEV_ACCOUNT_KEY,
+            blob_endpoint=f"http://127.0.0.1:10000/{_DEV_ACCOUNT}",
+        )
+    account = settings.get("accountname") or None
+    endpoint = settings.get("blobendpoint") or None
+    if endpoint is None and account is not None:
+        protocol = settings.get("defaultendpointsprotocol") or "https"
+        suffix = settings.get("endpointsuffix") or "core.windows.net"
+        endpoint = f"{protocol}://{account}.blob.{suffix}"
+    return AzureConnectionString(
+        account_name=account,
+        account_key=settings.get("accountkey") or None,
+        sas_token=settings.get("sharedaccesssignature") or None,
+        blob_endpoint=endpoint,
+    )
+
+
+def azure_account_url(location: StorageLocation, options: AzureOptions) -> str:
+    """The blob service URL of ``location``'s account: ``blob_endpoint``, else the connection string's
+    endpoint, else ``https://<account>.blob.core.windows.net``.
+
+    An endpoint without a path whose host does not start with ``<account>.`` gets ``/<account>``
+    appended (path-style, as Azurite serves accounts), which is exactly where pyarrow's
+    ``blob_storage_authority`` points too, so both clients always reach the same account.
+    """
+    account = _azure_account(location, options)
+    connection = _connection(options)
+    endpoint = options.blob_endpoint or (connection.blob_endpoint if connection else None)
+    if not endpoint:
+        return f"https://{account}.blob.core.windows.net"
+    parts = urlsplit(endpoint)
+    if not parts.netloc:
+        raise StorageError(f"Azure blob endpoint {endpoint!r} is not a URL (expected scheme://host[:port])")
+    path = parts.path.rstrip("/")
+    if path and path != "/" + account:
+        raise StorageError(
+            f"Azure blob endpoint {endpoint!r} names another account than {location} ({account!r})"
+        )
+    if not path and not parts.netloc.lower().startswith(account.lower() + "."):
+        path = "/" + account
+    return f"{parts.scheme or 'https'}://{parts.netloc}{path}"
+
+
+def _connection(options: AzureOptions) -> AzureConnectionString | None:
+    return (
+        parse_connection_string(_secret(options.connection_string) or "")
+        if options.connection_string
+        else None
+    )
+
+
+def _azure_account(location: StorageLocation, options: AzureOptions) -> str:
+    """The location's account; a connection string for another account is refused, because it would
+    point reads and deletes at a different account than the namespace names."""
+    if not location.account:
+        raise StorageError(f"Azure location {location} does not name a storage account")
+    connection = _connection(options)
+    if connection and connection.account_name and connection.account_name.lower() != location.account.lower():
+        raise StorageError(
+            f"the Azure connection string is for account {connection.account_name!r}, "
+            f"but {location} is in account {location.account!r}"
+        )
+    return location.account
 
 
 class StorageOptions(BaseModel):
@@ -109,21 +229,37 @@ def _s3_filesystem(options: S3Options) -> pafs.FileSystem:
 def _azure_filesystem(location: StorageLocation, options: AzureOptions) -> pafs.FileSystem:
     import pyarrow.fs as pafs
 
-    if not location.account:
-        raise StorageError(f"Azure location {location} does not name a storage account")
-    kwargs: dict[str, object] = {
-        "account_key": _secret(options.account_key),
-        "sas_token": _secret(options.sas_token),
+    account = _azure_account(location, options)
+    kwargs: dict[str, object] = _azure_credentials(options)
+    if options.blob_endpoint or options.connection_string:
+        url = urlsplit(azure_account_url(location, options))
+        # pyarrow prepends the account to an authority starting with "." and addresses it
+        # path-style otherwise (arrow/cpp/src/arrow/filesystem/azurefs.cc BuildBaseUrl)
+        host = url.netloc
+        authority = host[len(account) :] if host.lower().startswith(account.lower() + ".") else host
+        for service in ("blob", "dfs"):
+            kwargs[f"{service}_storage_authority"] = authority
+            kwargs[f"{service}_storage_scheme"] = url.scheme
+    try:
+        return pafs.AzureFileSystem(account, **{k: v for k, v in kwargs.items() if v is not None})
+    except (ValueError, OSError) as e:
+        raise StorageError(f"cannot configure Azure access for account {account}: {e}") from e
+
+
+def _azure_credentials(options: AzureOptions) -> dict[str, object]:
+    """pyarrow's credential arguments, in the precedence of :class:`AzureOptions` (pyarrow takes only
+    one of account key and SAS token)."""
+    connection = _connection(options)
+    if connection and connection.account_key:
+        return {"account_key": connection.account_key}
+    if connection and connection.sas_token:
+        return {"sas_token": connection.sas_token}
+    if options.account_key is not None:
+        return {"account_key": _secret(options.account_key)}
+    if options.sas_token is not None:
+        return {"sas_token": _secret(options.sas_token)}
+    return {
         "client_id": options.client_id,
         "client_secret": _secret(options.client_secret),
         "tenant_id": options.tenant_id,
     }
-    if options.blob_endpoint:
-        parts = urlsplit(options.blob_endpoint)
-        for service in ("blob", "dfs"):
-            kwargs[f"{service}_storage_authority"] = parts.netloc
-            kwargs[f"{service}_storage_scheme"] = parts.scheme or "https"
-    try:
-        return pafs.AzureFileSystem(location.account, **{k: v for k, v in kwargs.items() if v is not None})
-    except (ValueError, OSError) as e:
-        raise StorageError(f"cannot configure Azure access for account {location.account}: {e}") from e

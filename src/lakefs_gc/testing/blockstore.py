@@ -16,6 +16,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.storage.clients import azure_container_client, s3_client
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace, uri_scheme
 
@@ -98,27 +99,7 @@ class NamespaceStore:
                 self.fs.delete_file(self.path(key))
 
     def _s3(self) -> Any:
-        import boto3
-        from botocore.config import Config
-
-        s3 = self.options.s3
-        secret = s3.secret_access_key.get_secret_value() if s3.secret_access_key else None
-        return boto3.client(
-            "s3", endpoint_url=s3.endpoint_url, region_name=s3.region or "us-east-1",
-            aws_access_key_id=s3.access_key_id, aws_secret_access_key=secret,
-            config=Config(s3={"addressing_style": "path" if s3.force_path_style else "auto"}),
-        )  # fmt: skip
+        return s3_client(self.options.s3)
 
     def _azure(self) -> Any:
-        from azure.storage.blob import BlobServiceClient
-
-        azure = self.options.azure
-        account_url = azure.blob_endpoint or f"https://{self.location.account}.blob.core.windows.net"
-        credential: Any = None
-        if azure.account_key is not None:
-            key = azure.account_key.get_secret_value()
-            credential = {"account_name": self.location.account, "account_key": key}
-        elif azure.sas_token is not None:
-            credential = azure.sas_token.get_secret_value()
-        service = BlobServiceClient(account_url, credential=credential)
-        return service.get_container_client(self.location.container)
+        return azure_container_client(self.location, self.options.azure)

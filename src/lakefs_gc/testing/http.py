@@ -19,10 +19,13 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lakefs_gc.testing.context import ApiError, BadRequest, NotFound, Unauthorized
+
+if TYPE_CHECKING:
+    from lakefs_gc.testing.faults import FaultPlan
 
 _log = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
@@ -82,6 +85,8 @@ class Response:
     body: bytes = b""
     content_type: str = "application/json"
     headers: dict[str, str] = field(default_factory=dict)
+    #: injected fault (:mod:`.faults`): full Content-Length, half the body, then close
+    truncate: bool = False
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -145,9 +150,16 @@ class ApiServer(ThreadingHTTPServer):
     daemon_threads = True
     allow_reuse_address = True
 
-    def __init__(self, address: tuple[str, int], router: Router, credentials: Credentials) -> None:
+    def __init__(
+        self,
+        address: tuple[str, int],
+        router: Router,
+        credentials: Credentials,
+        faults: FaultPlan | None = None,
+    ) -> None:
         self.router = router
         self.credentials = credentials
+        self.faults = faults
         super().__init__(address, _RequestHandler)
 
     def serve_in_thread(self) -> threading.Thread:
@@ -185,16 +197,30 @@ class _RequestHandler(BaseHTTPRequestHandler):
             {k.lower(): v for k, v in self.headers.items()},
             body,
         )
+        faults = self.server.faults
+        if faults:
+            self._send_despite_faults(faults.serve(request, self._answer))
+        else:
+            self._send(self._answer(request))
+
+    def _send_despite_faults(self, response: Response) -> None:
+        """A delayed answer often finds the client gone (it timed out): that is expected."""
+        try:
+            self._send(response)
+        except (BrokenPipeError, ConnectionResetError) as e:
+            _log.debug("client left before the answer to %s %s: %s", self.command, self.path, e)
+            self.close_connection = True
+
+    def _answer(self, request: Request) -> Response:
         try:
             if request.path not in PUBLIC_ROUTES:
                 self.server.credentials.check(self.headers.get("Authorization"))
-            response = self.server.router.dispatch(request)
+            return self.server.router.dispatch(request)
         except ApiError as e:
-            response = json_response({"message": e.message}, e.status)
+            return json_response({"message": e.message}, e.status)
         except Exception as e:  # the server must answer, like lakeFS's 500s do
             _log.exception("internal error on %s %s", self.command, self.path)
-            response = json_response({"message": f"internal error: {e}"}, 500)
-        self._send(response)
+            return json_response({"message": f"internal error: {e}"}, 500)
 
     def _send(self, response: Response) -> None:
         self.send_response(response.status)
@@ -204,5 +230,13 @@ class _RequestHandler(BaseHTTPRequestHandler):
         for name, value in response.headers.items():
             self.send_header(name, value)
         self.end_headers()
-        if self.command != "HEAD":
+        if response.truncate:
+            self._send_truncated(response.body)
+        elif self.command != "HEAD":
             self.wfile.write(response.body)
+
+    def _send_truncated(self, body: bytes) -> None:
+        if self.command != "HEAD":
+            self.wfile.write(body[: len(body) // 2])
+        self.wfile.flush()
+        self.close_connection = True

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.testing.api import Services, build_router
 from lakefs_gc.testing.context import ServerContext, ServerSettings, utc_now
+from lakefs_gc.testing.faults import FaultPlan
 from lakefs_gc.testing.gc_exports import GcExports
 from lakefs_gc.testing.http import ApiServer, Credentials
 from lakefs_gc.testing.objects import Objects
@@ -47,7 +48,9 @@ class LakeFSTestServer:
         refs = Refs(self.ctx)
         self.services = Services(self.ctx, refs, Objects(refs), GcExports(refs))
         self.credentials = credentials or Credentials.generate()
-        self._http = ApiServer((host, port), build_router(self.services), self.credentials)
+        #: misbehaviour to inject per endpoint (500s, timeouts, truncated answers); empty = none
+        self.faults = FaultPlan()
+        self._http = ApiServer((host, port), build_router(self.services), self.credentials, self.faults)
         self._http.serve_in_thread()
 
     @property
@@ -72,6 +75,7 @@ class LakeFSTestServer:
         )
 
     def stop(self) -> None:
+        self.faults.close()
         self._http.shutdown()
         self._http.server_close()
         self.store.close()

@@ -1,0 +1,309 @@
+"""``lakefs-gc mark | sweep | run``: the batch garbage collection commands.
+
+Thin: parse flags, load :class:`~lakefs_gc.settings.GcSettings` once, start Spark, call
+:func:`~lakefs_gc.spark.mark.mark_run` / :func:`~lakefs_gc.spark.sweep.sweep_run` per repository,
+print the outcome. Progress goes to stderr; results go to stdout (``--output json``: one JSON line
+per repository and phase, for scripts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from lakefs_gc.errors import ConfigError, GcError
+from lakefs_gc.settings import GcSettings, load_settings
+
+EPILOG = """\
+settings (each from, in increasing priority: --config file, LAKEFS_GC_* environment, flags):
+  lakeFS     --lakefs-endpoint/--lakefs-access-key-id/--lakefs-secret-access-key, else lakectl's
+             LAKECTL_SERVER_ENDPOINT_URL, LAKECTL_CREDENTIALS_* and ~/.lakectl.yaml
+  S3         boto3's credential chain (AWS_* variables, profiles, instance roles); --s3-endpoint for
+             MinIO and friends
+  Azure      --azure-connection-string, --azure-account-key, --azure-sas-token or a service
+             principal (--azure-client-id/--azure-client-secret/--azure-tenant-id)
+  local      --local-root: lakeFS's blockstore.local.path, to resolve local:// namespaces
+  environment: LAKEFS_GC_<SECTION>__<KEY>, e.g. LAKEFS_GC_STORAGE__S3__ENDPOINT_URL,
+             LAKEFS_GC_STORAGE__AZURE__ACCOUNT_KEY, LAKEFS_GC_GC__MIN_AGE=48h, LAKEFS_GC_REPOSITORIES=a,b
+
+safety:
+  Nothing modified less than --min-age ago (default 24h, raised to lakeFS's grace period) is deleted;
+  nothing referenced by an active commit or staged on any branch; nothing outside the storage namespace
+  or under _lakefs/. Any error while reading references fails the mark (summary.json success=false),
+  and only a successful mark can be swept.
+
+reports: <namespace>/_lakefs/retention/gc/unified/<mark_id>/ with summary.json, deleted/ (parquet,
+column address), deleted.text/ and, after a sweep, swept/ (address, outcome, error) — the layout of
+lakeFS's own GC, so either tool can sweep the other's marks.
+"""
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "mark": (
+        "find the garbage and write a report (deletes nothing)",
+        "Mark: list the storage namespace, subtract everything referenced by active commits and staging "
+        "areas, and write the report of what a sweep would delete. Prints the mark id.",
+    ),
+    "sweep": (
+        "delete what a successful mark listed",
+        "Sweep: delete the objects a successful mark (ours or lakeFS's Scala GC) listed in deleted/, and "
+        "write swept/ with the outcome of every object.",
+    ),
+    "run": (
+        "mark, show the summary, confirm, sweep",
+        "Run: mark, show what would be deleted, ask for confirmation (on a terminal; --yes skips it), "
+        "then sweep.",
+    ),
+}
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    for name, (summary, description) in COMMANDS.items():
+        parser = commands.add_parser(
+            name,
+            help=summary,
+            description=description,
+            epilog=EPILOG,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        _add_options(parser, name)
+        parser.set_defaults(handler=lambda args, command=name: run_command(command, args))
+
+
+def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
+    target = parser.add_argument_group("what to collect")
+    target.add_argument(
+        "--repo", action="append", dest="repos", metavar="REPO",
+        help="repository to collect (repeat for several; default: repositories in the config)",
+    )  # fmt: skip
+    target.add_argument(
+        "--mark-id", action="append", dest="mark_ids", metavar="MARK_ID",
+        help="sweep: the mark to sweep, one per --repo in the same order",
+    )  # fmt: skip
+    if command == "run":
+        target.add_argument("--yes", "-y", action="store_true", help="do not ask before deleting")
+    general = parser.add_argument_group("settings")
+    general.add_argument("--config", type=Path, metavar="FILE", help="YAML settings file (see below)")
+    general.add_argument("--output", choices=("text", "json"), default="text", help="result format (stdout)")
+    safety = parser.add_argument_group("safety")
+    safety.add_argument(
+        "--min-age", metavar="DURATION",
+        help="keep objects modified less than this ago (default 24h; raised to lakeFS's grace period)",
+    )  # fmt: skip
+    safety.add_argument(
+        "--unsafe-min-age", metavar="DURATION",
+        help="force a min age below lakeFS's grace period (tests only: may delete objects being linked)",
+    )  # fmt: skip
+    lakefs = parser.add_argument_group("lakeFS")
+    lakefs.add_argument("--lakefs-endpoint", metavar="URL", help="lakeFS URL (with or without /api/v1)")
+    lakefs.add_argument("--lakefs-access-key-id", metavar="KEY")
+    lakefs.add_argument(
+        "--lakefs-secret-access-key", metavar="SECRET", help="prefer the environment for secrets"
+    )
+    storage = parser.add_argument_group("storage")
+    storage.add_argument(
+        "--local-root", metavar="PATH", help="lakeFS blockstore.local.path (local:// namespaces)"
+    )
+    storage.add_argument("--s3-endpoint", metavar="URL", help="S3-compatible endpoint (default: AWS)")
+    storage.add_argument("--s3-region", metavar="REGION")
+    storage.add_argument("--azure-blob-endpoint", metavar="URL", help="Azure blob endpoint (e.g. Azurite)")
+    storage.add_argument("--azure-connection-string", metavar="STRING")
+    storage.add_argument("--azure-account-key", metavar="KEY")
+    storage.add_argument("--azure-sas-token", metavar="TOKEN")
+    storage.add_argument("--azure-client-id", metavar="ID")
+    storage.add_argument("--azure-client-secret", metavar="SECRET")
+    storage.add_argument("--azure-tenant-id", metavar="ID")
+    spark = parser.add_argument_group("Spark")
+    spark.add_argument("--spark-master", metavar="URL", help="default: spark-submit's, else local[2]")
+    spark.add_argument(
+        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeat)"
+    )
+    spark.add_argument("--parallelism", type=int, metavar="N", help="tasks for listing, ranges and deletes")
+
+
+def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings:
+    """The job's settings: file < environment < flags."""
+    conf: dict[str, str] = {}
+    for item in args.spark_conf or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--spark-conf expects KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    overrides: dict[str, Any] = {
+        "lakefs": {
+            "endpoint": args.lakefs_endpoint,
+            "access_key_id": args.lakefs_access_key_id,
+            "secret_access_key": args.lakefs_secret_access_key,
+        },
+        "storage": {
+            "local_root": args.local_root,
+            "s3": {"endpoint_url": args.s3_endpoint, "region": args.s3_region},
+            "azure": {
+                "blob_endpoint": args.azure_blob_endpoint,
+                "connection_string": args.azure_connection_string,
+                "account_key": args.azure_account_key,
+                "sas_token": args.azure_sas_token,
+                "client_id": args.azure_client_id,
+                "client_secret": args.azure_client_secret,
+                "tenant_id": args.azure_tenant_id,
+            },
+        },
+        "gc": {"min_age": args.min_age, "unsafe_min_age": args.unsafe_min_age},
+        "spark": {"master": args.spark_master, "conf": conf or None, "parallelism": args.parallelism},
+        "repositories": tuple(args.repos) if args.repos else None,
+    }
+    return load_settings(environ=environ, config_file=args.config, overrides=overrides)
+
+
+def validate_run_mode(command: str, repositories: Sequence[str], mark_ids: Sequence[str]) -> None:
+    """lakeFS's ``validateRunModeConfigs``, in CLI terms."""
+    if not repositories:
+        raise ConfigError("no repository given: pass --repo REPO (or list repositories in the config file)")
+    if command in ("mark", "run") and mark_ids:
+        raise ConfigError(f"Can't provide mark ID for mark mode: `{command}` creates its own mark")
+    if command == "sweep":
+        if not mark_ids:
+            raise ConfigError("Please provide a mark ID (--mark-id) for sweep-only mode")
+        if len(mark_ids) != len(repositories):
+            raise ConfigError(
+                f"sweep needs one --mark-id per --repo, in the same order "
+                f"(got {len(repositories)} repositories and {len(mark_ids)} mark ids)"
+            )
+
+
+def run_command(command: str, args: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    settings = settings_from_args(args, environ)
+    repositories = list(settings.repositories)
+    mark_ids = list(args.mark_ids or [])
+    validate_run_mode(command, repositories, mark_ids)
+    confirm = _confirmer(command, args)
+    from lakefs_gc.spark.session import build_session
+
+    _progress("starting Spark")
+    spark = build_session(
+        "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
+    )
+    printer = _Printer(args.output)
+    failures: list[GcError] = []
+    for index, repository in enumerate(repositories):
+        try:
+            if command == "sweep":
+                _sweep(spark, settings, repository, mark_ids[index], printer)
+            else:
+                _mark_and_maybe_sweep(spark, settings, repository, command, printer, confirm)
+        except GcError as e:
+            if len(repositories) == 1:
+                raise
+            print(f"lakefs-gc: error: {repository}: {e}", file=sys.stderr)
+            failures.append(e)
+    if failures:
+        print(f"lakefs-gc: {len(failures)} of {len(repositories)} repositories failed", file=sys.stderr)
+        return failures[0].exit_code
+    return printer.exit_code
+
+
+def _mark_and_maybe_sweep(
+    spark: Any,
+    settings: GcSettings,
+    repository: str,
+    command: str,
+    printer: _Printer,
+    confirm: Callable[[str], bool],
+) -> None:
+    from lakefs_gc.spark.mark import mark_run
+
+    result = mark_run(spark, settings, repository, progress=_progress)
+    printer.mark(result)
+    if command != "run":
+        return
+    question = (
+        f"Delete {result.marked} objects ({_human_bytes(result.summary.get('num_deleted_bytes', 0))}) "
+        f"from {result.storage_namespace}?"
+    )
+    if result.marked and not confirm(question):
+        _progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
+                  f"--mark-id {result.mark_id}")  # fmt: skip
+        return
+    _sweep(spark, settings, repository, result.mark_id, printer)
+
+
+def _sweep(spark: Any, settings: GcSettings, repository: str, mark_id: str, printer: _Printer) -> None:
+    from lakefs_gc.spark.sweep import sweep_run
+
+    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=_progress))
+
+
+def _confirmer(command: str, args: argparse.Namespace) -> Callable[[str], bool]:
+    if command != "run" or args.yes:
+        return lambda _question: True
+    if not sys.stdin.isatty():
+        raise ConfigError(
+            "`run` asks before deleting, but stdin is not a terminal: pass --yes (or use mark + sweep)"
+        )
+
+    def ask(question: str) -> bool:
+        answer = input(f"{question} [y/N] ").strip().lower()
+        return answer in ("y", "yes")
+
+    return ask
+
+
+class _Printer:
+    """Results on stdout: a short text block, or one JSON line per repository and phase."""
+
+    def __init__(self, output: str) -> None:
+        self.json = output == "json"
+        self.exit_code = 0
+
+    def mark(self, result: Any) -> None:
+        if self.json:
+            self._line(
+                command="mark", repository=result.repository, mark_id=result.mark_id, success=result.success,
+                report=result.report_location, summary=result.summary,
+            )  # fmt: skip
+            return
+        s = result.summary
+        kept = s.get("kept", {})
+        print(f"repository {result.repository}: mark {result.mark_id}")
+        print(f"  cutoff     {s.get('cutoff_time')} ({s.get('cutoff_reason')})")
+        print(f"  listed     {s.get('num_listed_objects')} objects")
+        for reason, counts in kept.items():
+            print(f"  kept       {counts['objects']} objects ({_human_bytes(counts['bytes'])}): {reason}")
+        print(f"  marked     {result.marked} objects ({_human_bytes(s.get('num_deleted_bytes', 0))})")
+        print(f"  report     {result.report_location}")
+
+    def sweep(self, result: Any) -> None:
+        if result.failed:
+            self.exit_code = 1
+        if self.json:
+            self._line(
+                command="sweep", repository=result.repository, mark_id=result.mark_id, deleted=result.deleted,
+                missing=result.missing, failed=result.failed, report=result.report_location,
+            )  # fmt: skip
+            return
+        print(f"repository {result.repository}: sweep of mark {result.mark_id}")
+        print(f"  deleted {result.deleted}, already missing {result.missing}, failed {result.failed}")
+        if result.failed:
+            print(f"  failures are listed in {result.report_location.rstrip('/')}/swept/ (outcome=failed)")
+
+    @staticmethod
+    def _line(**fields: Any) -> None:
+        print(json.dumps(fields, separators=(",", ":")), flush=True)
+
+
+def _progress(message: str) -> None:
+    print(f"lakefs-gc: {message}", file=sys.stderr, flush=True)
+
+
+def _human_bytes(value: Any) -> str:
+    size = float(value or 0)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{size} B"

@@ -1,0 +1,190 @@
+"""Settings of a GC job: one validated, frozen value built once at the edge and passed down.
+
+Three sources, each field resolved independently, later ones winning:
+
+1. a YAML config file (``--config gc.yaml``), sections ``lakefs``, ``storage``, ``gc``, ``spark``
+   and a ``repositories`` list;
+2. environment variables ``LAKEFS_GC_<SECTION>__<KEY>`` (``LAKEFS_GC_STORAGE__S3__ENDPOINT_URL``,
+   ``LAKEFS_GC_GC__MIN_AGE``, ...), so secrets can come from a Kubernetes secret;
+3. command-line flags.
+
+The lakeFS connection then falls back to lakectl's own sources (``LAKECTL_*``, ``~/.lakectl.yaml``),
+because operators already have lakectl configured. Object-store credentials that are not given
+fall back to each SDK's default chain (boto3's for S3, pyarrow's for Azure/S3 reads).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from lakefs_gc.durations import parse_duration
+from lakefs_gc.errors import ConfigError
+from lakefs_gc.gc.cutoff import DEFAULT_MIN_AGE
+from lakefs_gc.lakefs.settings import LakeFSConnection, default_lakectl_config_path, resolve_connection
+from lakefs_gc.storage.filesystems import StorageOptions
+
+ENV_PREFIX = "LAKEFS_GC_"
+_SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories")
+
+
+class GcOptions(BaseModel):
+    """How conservative a mark is."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    min_age: timedelta = Field(
+        default=DEFAULT_MIN_AGE,
+        description="Objects modified less than this long ago are never deleted. Raised to lakeFS's "
+        "grace period (GET /config/garbage-collection) when lower: a younger object may still be linked.",
+    )
+    unsafe_min_age: timedelta | None = Field(
+        default=None,
+        description="Force a min age even below lakeFS's grace period. For tests only: it can delete "
+        "objects that are about to be committed.",
+    )
+    prepare_commits_timeout: timedelta = Field(
+        default=timedelta(seconds=1200),
+        description="How long lakeFS may take to compute the active commits (large repositories: minutes).",
+    )
+
+    @field_validator("min_age", "unsafe_min_age", "prepare_commits_timeout", mode="before")
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+
+class SparkOptions(BaseModel):
+    """Where the job runs. Under spark-submit the master comes from spark-submit."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    master: str | None = Field(default=None, description="e.g. local[4]; None: spark-submit's or local[2]")
+    conf: dict[str, str] = Field(default_factory=dict, description="extra Spark settings")
+    parallelism: int | None = Field(
+        default=None,
+        gt=0,
+        description="Partitions for listing, range reading and sweeping (default: Spark's default "
+        "parallelism). Raise it on large clusters, as lakeFS's range_read_parallelism.",
+    )
+
+
+class GcSettings(BaseModel):
+    """Everything a mark or sweep needs, validated."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    lakefs: LakeFSConnection
+    storage: StorageOptions = StorageOptions()
+    gc: GcOptions = GcOptions()
+    spark: SparkOptions = SparkOptions()
+    repositories: tuple[str, ...] = ()
+
+
+def load_settings(
+    *,
+    environ: Mapping[str, str],
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    lakectl_config_path: Path | None = None,
+    use_lakectl_defaults: bool = True,
+) -> GcSettings:
+    """Merge file < environment < ``overrides`` (nested dicts, ``None`` values ignored) and validate.
+
+    Raises :class:`ConfigError` naming the offending source and field.
+    """
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        _merge(merged, _read_config_file(config_file))
+    _merge(merged, _from_environment(environ))
+    _merge(merged, _drop_none(dict(overrides or {})))
+    lakefs_section = merged.pop("lakefs", {}) or {}
+    if not isinstance(lakefs_section, dict):
+        raise ConfigError("settings: 'lakefs' must be a mapping")
+    lakectl_path = lakectl_config_path
+    if lakectl_path is None and use_lakectl_defaults:
+        lakectl_path = default_lakectl_config_path(environ)
+    connection = resolve_connection(
+        endpoint=lakefs_section.pop("endpoint", None),
+        access_key_id=lakefs_section.pop("access_key_id", None),
+        secret_access_key=lakefs_section.pop("secret_access_key", None),
+        connect_timeout=lakefs_section.pop("connect_timeout", None),
+        read_timeout=lakefs_section.pop("read_timeout", None),
+        environ=environ,
+        lakectl_config_path=lakectl_path,
+    )
+    if lakefs_section:
+        raise ConfigError(f"settings: unknown lakefs key(s) {sorted(lakefs_section)}")
+    try:
+        return GcSettings.model_validate({"lakefs": connection, **merged})
+    except ValidationError as e:
+        raise ConfigError(f"invalid settings: {_describe(e)}") from e
+
+
+def _read_config_file(path: Path) -> dict[str, Any]:
+    try:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as e:
+        raise ConfigError(f"config file {path} does not exist") from e
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from e
+    if doc is None:
+        return {}
+    if not isinstance(doc, dict):
+        raise ConfigError(f"config file {path} must be a YAML mapping")
+    unknown = sorted(set(doc) - set(_SECTIONS))
+    if unknown:
+        raise ConfigError(f"config file {path}: unknown section(s) {unknown}; expected {list(_SECTIONS)}")
+    return doc
+
+
+def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
+    """``LAKEFS_GC_STORAGE__S3__REGION=x`` → ``{"storage": {"s3": {"region": "x"}}}``."""
+    out: dict[str, Any] = {}
+    for name, value in environ.items():
+        if not name.startswith(ENV_PREFIX) or not value:
+            continue
+        path = [part.lower() for part in name[len(ENV_PREFIX) :].split("__")]
+        if path[0] not in _SECTIONS:
+            continue
+        parsed: Any = (
+            [r.strip() for r in value.split(",") if r.strip()] if path == ["repositories"] else value
+        )
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+        node[path[-1]] = parsed
+    return out
+
+
+def _merge(into: dict[str, Any], new: Mapping[str, Any]) -> None:
+    for key, value in new.items():
+        if isinstance(value, Mapping) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = dict(value) if isinstance(value, Mapping) else value
+
+
+def _drop_none(value: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if isinstance(item, dict):
+            item = _drop_none(item)
+            if item:
+                out[key] = item
+        elif item is not None:
+            out[key] = item
+    return out
+
+
+def _describe(error: ValidationError) -> str:
+    parts = []
+    for item in error.errors():
+        where = ".".join(str(p) for p in item["loc"])
+        parts.append(f"{where}: {item['msg']}")
+    return "; ".join(parts)

@@ -1,0 +1,47 @@
+"""Turning a failed Spark job back into the :class:`GcError` an executor task raised.
+
+Executors raise our own errors (a corrupt range, an unreachable store, lakeFS refusing a range
+location); Spark wraps them in a ``PythonException`` whose text holds the Python traceback. The
+operator should see the original one-line message and the CLI should exit with that error's code,
+so the class and message are recovered from the traceback's last ``lakefs_gc...Error: message``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+
+from lakefs_gc.errors import GcError
+
+_RAISED = re.compile(r"^(lakefs_gc(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
+
+
+class SparkJobError(GcError):
+    """A Spark job failed for a reason that is not one of ours (JVM error, lost executor...)."""
+
+
+def job_failure(exc: BaseException, doing: str) -> GcError:
+    """The GcError to raise when a Spark action for ``doing`` failed with ``exc``."""
+    if isinstance(exc, GcError):
+        return exc
+    text = str(exc)
+    matches = _RAISED.findall(text)
+    if matches:
+        module, name, message = matches[-1]
+        cls = _error_class(module, name)
+        error = cls.__new__(cls)
+        Exception.__init__(error, f"{doing}: {message.strip()}")
+        error.__dict__.setdefault("status", None)  # LakeFSError's attribute, for callers that read it
+        return error
+    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
+    return SparkJobError(f"{doing} failed in Spark: {first[:800]}")
+
+
+def _error_class(module: str, name: str) -> type[GcError]:
+    try:
+        found = getattr(importlib.import_module(module), name, None)
+    except ImportError:
+        found = None
+    if isinstance(found, type) and issubclass(found, GcError):
+        return found
+    return SparkJobError

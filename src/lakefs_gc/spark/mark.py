@@ -1,0 +1,287 @@
+"""The mark: which objects of a repository's storage namespace are garbage, written as a report.
+
+Order matters and follows lakeFS's design (internals §1.4): the uncommitted dump completes
+before the active commits are computed, and ranges are read after both, so an object committed
+in between is still seen. The listing runs last; anything it sees that is newer than the cutoff
+is kept regardless.
+
+Fail closed (invariant 4): any error after the dump leaves a ``summary.json`` with
+``success=false`` (so no sweep can follow it) and is raised; before the dump there is no mark id
+and nothing is written. The report is written last, only after every reference was read.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc import __version__
+from lakefs_gc.errors import ConfigError, GcError, StorageError
+from lakefs_gc.gc import reasons
+from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
+from lakefs_gc.gc.reports import MarkSummary
+from lakefs_gc.lakefs.client import LakeFSClient, Repository
+from lakefs_gc.lakefs.exports import read_commits_csv, uncommitted_files
+from lakefs_gc.lakefs.uncommitted import UncommittedDump
+from lakefs_gc.spark.candidates import classify, garbage
+from lakefs_gc.spark.failures import job_failure
+from lakefs_gc.spark.listing import ListingPlan, listed_objects, plan_listing
+from lakefs_gc.spark.references import committed_frames, uncommitted_frame
+from lakefs_gc.spark.reports import ReportDir, write_marked, write_summary
+from lakefs_gc.storage.filesystems import filesystem_for
+from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakefs_gc.settings import GcSettings
+
+_log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+#: lakeFS's LinkAddressTime, assumed for servers too old to report their grace period
+DEFAULT_GRACE_PERIOD = timedelta(hours=24)
+#: blockstore type (GET /config) → the kind of storage location it serves
+_BLOCKSTORE_KINDS = {"s3": "s3", "azure": "azure", "local": "local", "gs": "gs"}
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    repository: str
+    mark_id: str
+    success: bool
+    summary: dict[str, Any]
+    report_location: str
+    storage_namespace: str
+
+    @property
+    def marked(self) -> int:
+        return int(self.summary.get("num_deleted_objects", 0))
+
+
+def mark_run(
+    spark: SparkSession,
+    settings: GcSettings,
+    repository: str,
+    *,
+    now: datetime | None = None,
+    progress: Progress | None = None,
+) -> MarkResult:
+    """Mark the garbage of ``repository``; see the module docstring for the guarantees."""
+    say = progress or _log.info
+    start = now or datetime.now(timezone.utc)
+    with LakeFSClient(settings.lakefs, source="mark") as client:
+        repo = client.get_repository(repository)
+        namespace = _namespace(repo, client.blockstore_type(repo.storage_id), settings)
+        cutoff = compute_cutoff(
+            start,
+            grace_period=client.grace_period(default=DEFAULT_GRACE_PERIOD),
+            min_age=settings.gc.min_age,
+            unsafe_min_age=settings.gc.unsafe_min_age,
+        )
+        say(
+            f"{repository}: cutoff {cutoff.time.isoformat()} ({cutoff.reason}); "
+            f"namespace {repo.storage_namespace}"
+        )
+        say(f"{repository}: asking lakeFS for the uncommitted dump")
+        dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
+        report = ReportDir(namespace, dump.run_id, settings.storage)
+        run = _MarkRun(spark, settings, client, repo, namespace, cutoff, dump, report, start, say)
+        return run.execute()
+
+
+def _namespace(repo: Repository, blockstore_type: str, settings: GcSettings) -> StorageLocation:
+    if repo.read_only:
+        raise ConfigError(f"repository {repo.id!r} is read-only; lakeFS refuses to prepare a GC for it")
+    namespace = parse_storage_namespace(repo.storage_namespace, local_root=settings.storage.local_root)
+    expected = _BLOCKSTORE_KINDS.get(blockstore_type)
+    if expected is None:
+        raise StorageError(
+            f"repository {repo.id!r} lives on a {blockstore_type!r} blockstore: nothing a GC can collect"
+        )
+    if expected != namespace.kind:
+        raise StorageError(
+            f"repository {repo.id!r}: namespace {repo.storage_namespace} is {namespace.kind}, "
+            f"but lakeFS says its blockstore is {blockstore_type}"
+        )
+    if namespace.kind == "gs":
+        raise StorageError("Google Cloud Storage namespaces are not supported yet")
+    return namespace
+
+
+class _MarkRun:
+    """One mark after the dump: everything that must end in a report, success or not."""
+
+    def __init__(
+        self,
+        spark: SparkSession,
+        settings: GcSettings,
+        client: LakeFSClient,
+        repo: Repository,
+        namespace: StorageLocation,
+        cutoff: Cutoff,
+        dump: UncommittedDump,
+        report: ReportDir,
+        start: datetime,
+        say: Progress,
+    ) -> None:
+        self.spark, self.settings, self.client, self.repo = spark, settings, client, repo
+        self.namespace, self.cutoff, self.dump, self.report = namespace, cutoff, dump, report
+        self.start, self.say = start, say
+        self.parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
+        self.stats: dict[str, Any] = {}
+        self.first_slice = ""
+        self.persisted: list[DataFrame] = []
+
+    def execute(self) -> MarkResult:
+        try:
+            marked, marked_bytes = self._mark()
+        except BaseException as e:
+            error = (
+                job_failure(e, f"mark {self.dump.run_id} of {self.repo.id}")
+                if isinstance(e, Exception)
+                else e
+            )
+            self._write_failure(error)
+            if error is e:
+                raise
+            raise error from e
+        finally:
+            for df in self.persisted:
+                df.unpersist()
+        summary = self._summary(True, marked, {"num_deleted_bytes": marked_bytes})
+        write_summary(self.report, summary)
+        self.say(f"{self.repo.id}: marked {marked} objects ({marked_bytes} bytes); report {self.report}")
+        return self._result(summary)
+
+    def _mark(self) -> tuple[int, int]:
+        uncommitted = self._uncommitted()
+        self.say(f"{self.repo.id}: asking lakeFS for the active commits")
+        export = self.client.prepare_commits(
+            self.repo.id, timeout=self.settings.gc.prepare_commits_timeout.total_seconds()
+        )
+        csv_location = parse_location(export.location, local_root=self.settings.storage.local_root)
+        csv_fs, csv_path = filesystem_for(csv_location, self.settings.storage)
+        commits = read_commits_csv(csv_fs, csv_path)
+        metaranges = commits.metarange_ids
+        self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
+        self.stats.update(num_metaranges=len(metaranges))
+        range_ids, committed = committed_frames(
+            self.spark,
+            connection=self.settings.lakefs,
+            repository=self.repo.id,
+            storage_namespace=self.repo.storage_namespace,
+            namespace=self.namespace,
+            options=self.settings.storage,
+            metarange_ids=metaranges,
+            parallelism=self.parallelism,
+        )
+        range_ids = self._persist(range_ids)
+        plan = plan_listing(self.namespace, self.settings.storage)
+        self.first_slice = plan.first_slice
+        self.say(
+            f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
+            f"listing {len(plan.prefixes)} prefixes and reading ranges on {self.parallelism} partitions"
+        )
+        listed = listed_objects(
+            self.spark, self.namespace, self.settings.storage, plan, parallelism=self.parallelism
+        )
+        classified = self._persist(
+            classify(listed, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
+        )
+        counts = self._count_reasons(classified, plan)
+        self.stats["num_ranges"] = range_ids.count()
+        self.say(f"{self.repo.id}: writing the report")
+        marked, marked_bytes = write_marked(garbage(classified), self.report)
+        expected = counts[reasons.GARBAGE]["objects"]
+        if marked != expected:
+            raise GcError(f"mark {self.dump.run_id}: wrote {marked} marked addresses but counted {expected}")
+        return marked, marked_bytes
+
+    def _uncommitted(self) -> DataFrame:
+        location = parse_location(self.dump.location, local_root=self.settings.storage.local_root)
+        fs, path = filesystem_for(location, self.settings.storage)
+        files = uncommitted_files(fs, path, required=self.dump.data_expected)
+        self.stats.update(
+            uncommitted_pages=self.dump.pages,
+            uncommitted_files=len(files),
+            uncommitted_location_source=self.dump.location_source,
+        )
+        return uncommitted_frame(
+            self.spark,
+            location=location,
+            files=files,
+            options=self.settings.storage,
+            parallelism=self.parallelism,
+        )
+
+    def _count_reasons(self, classified: DataFrame, plan: ListingPlan) -> dict[str, dict[str, int]]:
+        from pyspark.sql import functions as F
+
+        rows = classified.groupBy("reason").agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()
+        counts = {r: {"objects": 0, "bytes": 0} for r in reasons.REASONS}
+        for row in rows:
+            counts[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
+        self.stats["num_listed_objects"] = sum(c["objects"] for c in counts.values())
+        self.stats["kept"] = {r: counts[r] for r in reasons.REASONS if r != reasons.GARBAGE}
+        self.stats["files_directly_under_data"] = plan.files_directly_under_data
+        return counts
+
+    def _persist(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(persisted)
+        return persisted
+
+    def _summary(self, success: bool, marked: int, extra: dict[str, Any]) -> MarkSummary:
+        body: dict[str, Any] = {
+            "tool": "lakefs-gc",
+            "tool_version": __version__,
+            "repository": self.repo.id,
+            "storage_namespace": self.repo.storage_namespace,
+            "min_age_seconds": int(self.cutoff.min_age.total_seconds()),
+            "cutoff_reason": self.cutoff.reason,
+            **extra,
+            **self.stats,
+            "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        }
+        return MarkSummary(
+            run_id=self.dump.run_id,
+            success=success,
+            first_slice=self.first_slice,
+            start_time_ns=_epoch_ns(self.start),
+            cutoff_time_ns=_epoch_ns(self.cutoff.time),
+            num_deleted_objects=marked,
+            extra=body,
+        )
+
+    def _write_failure(self, error: BaseException) -> None:
+        summary = self._summary(False, 0, {"error": str(error) or type(error).__name__})
+        try:
+            write_summary(self.report, summary)
+        except Exception as e:  # the original error matters more; say both
+            _log.error("mark %s failed and its failure report could not be written: %s", self.dump.run_id, e)
+        else:
+            self.say(f"{self.repo.id}: mark {self.dump.run_id} FAILED; wrote success=false to {self.report}")
+
+    def _result(self, summary: MarkSummary) -> MarkResult:
+        import json
+
+        return MarkResult(
+            repository=self.repo.id,
+            mark_id=self.dump.run_id,
+            success=summary.success,
+            summary=json.loads(summary.to_json()),
+            report_location=str(self.report),
+            storage_namespace=self.repo.storage_namespace,
+        )
+
+
+def _epoch_ns(t: datetime) -> int:
+    delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000

@@ -1,0 +1,136 @@
+"""What is referenced, as DataFrames of namespace-relative ``address``: committed and staged.
+
+* Committed: the active commits' metaranges are read on the executors (one lakeFS
+  ``getMetaRange`` call and one file read each), their range ids de-duplicated by Spark, and each
+  distinct range read once, also on the executors (``getRange`` resolves its location there, so
+  the driver never makes one call per range). Addresses are normalised as lakeFS does (§1.6).
+* Uncommitted: the parquet parts of lakeFS's dump, one task per part file.
+
+Any failure (lakeFS error, missing or corrupt file) fails the task, hence the Spark job, hence the
+mark: a reference that cannot be read is never read as "not referenced" (invariant 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.lakefs.exports import read_uncommitted_file
+from lakefs_gc.lakefs.ranges import (
+    committed_addresses_of_range,
+    metadata_location,
+    open_sstable,
+    range_ids_of_metarange,
+)
+from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.locations import StorageLocation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+ADDRESS_SCHEMA = "address string"
+RANGE_READER_SOURCE = "range-reader"
+_BATCH = 65_536
+
+
+def committed_frames(
+    spark: SparkSession,
+    *,
+    connection: LakeFSConnection,
+    repository: str,
+    storage_namespace: str,
+    namespace: StorageLocation,
+    options: StorageOptions,
+    metarange_ids: Sequence[str],
+    parallelism: int,
+) -> tuple[DataFrame, DataFrame]:
+    """``(range_ids, addresses)``: distinct range ids of the metaranges, and their addresses."""
+    reader = _MetadataReader(connection, repository, storage_namespace, namespace, options)
+    metaranges = spark.createDataFrame([(m,) for m in metarange_ids], "id string")
+    metaranges = metaranges.repartition(max(1, min(parallelism, len(metarange_ids))))
+    range_ids = metaranges.mapInArrow(reader.range_ids, "id string").distinct()
+    addresses = range_ids.repartition(parallelism).mapInArrow(reader.addresses, ADDRESS_SCHEMA)
+    return range_ids, addresses
+
+
+class _MetadataReader:
+    """Per-partition bodies reading metaranges and ranges (pickled to the executors)."""
+
+    def __init__(
+        self,
+        connection: LakeFSConnection,
+        repository: str,
+        storage_namespace: str,
+        namespace: StorageLocation,
+        options: StorageOptions,
+    ) -> None:
+        self.connection = connection
+        self.repository = repository
+        self.storage_namespace = storage_namespace
+        self.namespace = namespace
+        self.options = options
+
+    def range_ids(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
+            for batch in batches:
+                for metarange_id in batch.column("id").to_pylist():
+                    api_location = client.meta_range_location(self.repository, metarange_id)
+                    location = self._resolve(metarange_id, api_location)
+                    with open_sstable(fs, location, location.fs_path) as table:
+                        ids = list(range_ids_of_metarange(table))
+                    if ids:
+                        yield pa.RecordBatch.from_pydict({"id": ids})
+
+    def addresses(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
+            for batch in batches:
+                for range_id in batch.column("id").to_pylist():
+                    location = self._resolve(range_id, client.range_location(self.repository, range_id))
+                    with open_sstable(fs, location, location.fs_path) as table:
+                        pending: list[str] = []
+                        for address in committed_addresses_of_range(table, self.storage_namespace):
+                            pending.append(address)
+                            if len(pending) >= _BATCH:
+                                yield pa.RecordBatch.from_pydict({"address": pending})
+                                pending = []
+                        if pending:
+                            yield pa.RecordBatch.from_pydict({"address": pending})
+
+    def _resolve(self, object_id: str, api_location: str) -> StorageLocation:
+        return metadata_location(
+            self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
+        )
+
+
+def uncommitted_frame(
+    spark: SparkSession,
+    *,
+    location: StorageLocation,
+    files: Sequence[str],
+    options: StorageOptions,
+    parallelism: int,
+) -> DataFrame:
+    """Staged addresses from the dump's part files (paths inside ``location``'s filesystem)."""
+    tasks = spark.createDataFrame([(f,) for f in files], "path string")
+    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    return tasks.mapInArrow(_UncommittedReader(location, options), ADDRESS_SCHEMA)
+
+
+class _UncommittedReader:
+    def __init__(self, location: StorageLocation, options: StorageOptions) -> None:
+        self.location = location
+        self.options = options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.location, self.options)
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                column = read_uncommitted_file(fs, path)
+                for chunk in column.chunks:
+                    yield pa.RecordBatch.from_arrays([chunk], names=["address"])

@@ -1,0 +1,288 @@
+"""Mark and sweep reports on storage, written and read by Spark tasks through ``pyarrow.fs``.
+
+Layout (lakeFS's, internals §2.5) under ``<ns>/_lakefs/retention/gc/unified/<mark_id>/``:
+
+* ``deleted/``       parquet part files, first column ``address`` (then ``size``, ``last_modified``);
+* ``deleted.text/``  the same addresses, one per line (what lakeFS's rclone backup recipe reads);
+* ``swept/``         parquet ``address, outcome, error``: what the sweep did to each marked object;
+* ``summary.json``   written last: its presence with ``success=true`` is what makes a mark sweepable.
+
+Part files are named like Spark's (``part-<partition>-<tag>-c000...``) and written by the task that
+holds the rows, so nothing is collected to the driver and a retried task overwrites its own file.
+No Hadoop connector is involved: lakeFS's Scala job reads these with ``spark.read.parquet``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakefs_gc.errors import StorageError
+from lakefs_gc.gc.reports import MarkReportError, MarkSummary, parse_summary, report_dir
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import DataFrame, SparkSession
+
+    from lakefs_gc.settings import GcSettings
+
+MARKED = "deleted"
+MARKED_TEXT = "deleted.text"
+SWEPT = "swept"
+SUMMARY = "summary.json"
+SUCCESS_MARKER = "_SUCCESS"
+
+MARKED_SCHEMA = pa.schema(
+    [("address", pa.string()), ("size", pa.int64()), ("last_modified", pa.timestamp("us", tz="UTC"))]
+)
+SWEPT_SCHEMA = pa.schema([("address", pa.string()), ("outcome", pa.string()), ("error", pa.string())])
+PART_COUNTS_SCHEMA = "rows long, bytes long"
+
+
+@dataclass(frozen=True)
+class ReportDir:
+    """The report directory of one mark, and how to reach it."""
+
+    namespace: StorageLocation
+    mark_id: str
+    options: StorageOptions
+
+    @property
+    def location(self) -> StorageLocation:
+        return self.namespace.join(report_dir(self.mark_id))
+
+    def child(self, name: str) -> StorageLocation:
+        return self.namespace.join(report_dir(self.mark_id) + name)
+
+    def filesystem(self) -> tuple[pafs.FileSystem, str]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        return fs, self.location.fs_path
+
+    def __str__(self) -> str:
+        return str(self.location)
+
+
+def new_part_tag() -> str:
+    """The job-unique middle of part file names (Spark uses a UUID there too)."""
+    return str(uuid.uuid4())
+
+
+def part_name(partition: int, tag: str, suffix: str) -> str:
+    return f"part-{partition:05d}-{tag}-c000{suffix}"
+
+
+# ---- writing --------------------------------------------------------------------------------
+
+
+def write_marked(df: DataFrame, report: ReportDir) -> tuple[int, int]:
+    """Write ``df`` (MARKED_SCHEMA) as ``deleted/`` and ``deleted.text/``; return (rows, bytes)."""
+    tag = new_part_tag()
+    writer = _MarkedPartWriter(report, tag)
+    counts = df.select("address", "size", "last_modified").mapInArrow(writer, PART_COUNTS_SCHEMA).collect()
+    rows = sum(int(r["rows"]) for r in counts)
+    size = sum(int(r["bytes"]) for r in counts)
+    fs, base = report.filesystem()
+    if rows == 0:  # Spark leaves one schema-only part; readers that infer a schema need it
+        _write_parquet(fs, f"{base}/{MARKED}/{part_name(0, tag, '.snappy.parquet')}", MARKED_SCHEMA, [])
+        _write_bytes(fs, f"{base}/{MARKED_TEXT}/{part_name(0, tag, '.txt')}", b"")
+    for name in (MARKED, MARKED_TEXT):
+        _write_bytes(fs, f"{base}/{name}/{SUCCESS_MARKER}", b"")
+    return rows, size
+
+
+class _MarkedPartWriter:
+    """The per-partition body of :func:`write_marked` (pickled to the executors)."""
+
+    def __init__(self, report: ReportDir, tag: str) -> None:
+        self.report = report
+        self.tag = tag
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, base = self.report.filesystem()
+        partition = _partition_id()
+        parquet_path = f"{base}/{MARKED}/{part_name(partition, self.tag, '.snappy.parquet')}"
+        text_path = f"{base}/{MARKED_TEXT}/{part_name(partition, self.tag, '.txt')}"
+        rows = size = 0
+        parquet: pq.ParquetWriter | None = None
+        text: Any = None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if parquet is None:
+                    parquet = pq.ParquetWriter(
+                        open_report_output(fs, parquet_path), MARKED_SCHEMA, compression="snappy"
+                    )
+                    text = open_report_output(fs, text_path)
+                table = pa.Table.from_batches([batch]).cast(MARKED_SCHEMA)
+                parquet.write_table(table)
+                addresses = table.column("address").to_pylist()
+                text.write(("\n".join(addresses) + "\n").encode("utf-8"))
+                rows += batch.num_rows
+                size += int(pc.sum(table.column("size")).as_py() or 0)
+        finally:
+            if parquet is not None:
+                parquet.close()
+            if text is not None:
+                text.close()
+        yield pa.RecordBatch.from_pydict({"rows": [rows], "bytes": [size]})
+
+
+def finish_swept(report: ReportDir) -> None:
+    fs, base = report.filesystem()
+    _write_bytes(fs, f"{base}/{SWEPT}/{SUCCESS_MARKER}", b"")
+
+
+def write_summary(report: ReportDir, summary: MarkSummary) -> None:
+    fs, base = report.filesystem()
+    _write_bytes(fs, f"{base}/{SUMMARY}", summary.to_json().encode("utf-8"))
+
+
+def rewrite_summary(report: ReportDir, body: dict[str, Any]) -> None:
+    """Replace ``summary.json`` with ``body`` (key order kept: lakeFS's keys stay first)."""
+    fs, base = report.filesystem()
+    _write_bytes(fs, f"{base}/{SUMMARY}", json.dumps(body, separators=(",", ":")).encode("utf-8"))
+
+
+# ---- reading --------------------------------------------------------------------------------
+
+
+def read_summary(report: ReportDir, *, require_success: bool = True) -> dict[str, Any]:
+    """The mark's summary; refuses a missing mark and (by default) a failed one, like lakeFS."""
+    fs, base = report.filesystem()
+    path = f"{base}/{SUMMARY}"
+    try:
+        with fs.open_input_stream(path) as stream:
+            text = stream.read().decode("utf-8")
+    except FileNotFoundError as e:
+        raise MarkReportError(f"Mark ID ({report.mark_id}) does not exist: no {report.child(SUMMARY)}") from e
+    except (OSError, UnicodeDecodeError) as e:
+        if "not found" in str(e).lower() or "does not exist" in str(e).lower():
+            raise MarkReportError(
+                f"Mark ID ({report.mark_id}) does not exist: no {report.child(SUMMARY)}"
+            ) from e
+        raise StorageError(f"cannot read {report.child(SUMMARY)}: {e}") from e
+    if not require_success:
+        try:
+            body = json.loads(text)
+        except ValueError as e:
+            raise MarkReportError(f"{report.child(SUMMARY)} is not JSON: {e}") from e
+        if not isinstance(body, dict):
+            raise MarkReportError(f"{report.child(SUMMARY)} is not a JSON object")
+        return body
+    return parse_summary(text, str(report.child(SUMMARY)))
+
+
+def part_files(report: ReportDir, name: str) -> list[str]:
+    """Data files of a report sub-directory (``_``/``.``-prefixed names are markers, not data)."""
+    import pyarrow.fs as pafs
+
+    fs, base = report.filesystem()
+    selector = pafs.FileSelector(f"{base}/{name}", allow_not_found=True, recursive=False)
+    try:
+        infos = fs.get_file_info(selector)
+    except OSError as e:
+        raise StorageError(f"cannot list {report.child(name)}: {e}") from e
+    return sorted(
+        i.path for i in infos if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
+    )
+
+
+def marked_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame:
+    """The marked addresses (``deleted/``, column ``address``), read on the executors."""
+    files = part_files(report, MARKED)
+    tasks = spark.createDataFrame([(f,) for f in files], "path string")
+    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    return tasks.mapInArrow(_MarkedPartReader(report), "address string")
+
+
+class _MarkedPartReader:
+    def __init__(self, report: ReportDir) -> None:
+        self.report = report
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = self.report.filesystem()
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                yield from _read_address_column(fs, path)
+
+
+def _read_address_column(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBatch]:
+    try:
+        with fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            names = parquet.schema_arrow.names
+            if not names or names[0] != "address":
+                raise MarkReportError(f"marked file {path}: first column is not 'address' (columns {names})")
+            for batch in parquet.iter_batches(columns=["address"], batch_size=65_536):
+                yield pa.RecordBatch.from_arrays([batch.column(0).cast(pa.string())], names=["address"])
+    except MarkReportError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read marked file {path}: {e}") from e
+
+
+def read_report_table(settings: GcSettings, storage_namespace: str, mark_id: str, name: str) -> pa.Table:
+    """A whole report sub-directory (``deleted`` or ``swept``) on the driver — for small reports,
+    demos and tests; jobs read reports with :func:`marked_frame`."""
+    namespace = parse_storage_namespace(storage_namespace, local_root=settings.storage.local_root)
+    report = ReportDir(namespace, mark_id, settings.storage)
+    fs, _ = report.filesystem()
+    tables = []
+    for path in part_files(report, name):
+        with fs.open_input_file(path) as f:
+            tables.append(pq.read_table(f))
+    if not tables:
+        return (SWEPT_SCHEMA if name == SWEPT else MARKED_SCHEMA).empty_table()
+    return pa.concat_tables(tables, promote_options="default")
+
+
+# ---- plumbing -------------------------------------------------------------------------------
+
+
+def _partition_id() -> int:
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    return context.partitionId() if context is not None else 0
+
+
+def open_report_output(fs: pafs.FileSystem, path: str) -> Any:
+    import pyarrow.fs as pafs
+
+    if isinstance(fs, pafs.LocalFileSystem):
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        return fs.open_output_stream(path)
+    except OSError as e:
+        raise StorageError(f"cannot write report file {path}: {e}") from e
+
+
+def _write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    try:
+        with open_report_output(fs, path) as out:
+            out.write(data)
+    except OSError as e:
+        raise StorageError(f"cannot write report file {path}: {e}") from e
+
+
+def _write_parquet(fs: pafs.FileSystem, path: str, schema: pa.Schema, batches: list[pa.RecordBatch]) -> None:
+    try:
+        with (
+            open_report_output(fs, path) as out,
+            pq.ParquetWriter(out, schema, compression="snappy") as writer,
+        ):
+            for batch in batches:
+                writer.write_batch(batch)
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot write report file {path}: {e}") from e

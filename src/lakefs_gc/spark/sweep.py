@@ -1,0 +1,162 @@
+"""The sweep: delete what a successful, persisted mark listed, on the executors, and say what happened.
+
+Only a mark whose ``summary.json`` exists and says ``success=true`` is swept (invariant 5) — ours
+or lakeFS's Scala job's, the layout is the same. Each task deletes its share of ``deleted/`` with
+one store client and bulk requests (S3 ``DeleteObjects`` ≤ 1000 keys, Azure blob batch ≤ 256,
+local unlink), re-checks every key before deleting it, and writes one ``swept/`` part file with
+the outcome of every key: ``deleted``, ``missing`` or ``failed`` (with the error). The confirmed
+counts are then added to the summary. Per-key failures are data, not exceptions.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from lakefs_gc.gc.reports import MarkReportError
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.spark.failures import job_failure
+from lakefs_gc.spark.reports import (
+    SWEPT,
+    SWEPT_SCHEMA,
+    ReportDir,
+    finish_swept,
+    marked_frame,
+    new_part_tag,
+    open_report_output,
+    part_name,
+    read_summary,
+    rewrite_summary,
+)
+from lakefs_gc.storage.deleters import deleter_for
+from lakefs_gc.storage.locations import parse_storage_namespace
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+    from lakefs_gc.settings import GcSettings
+
+_log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+OUTCOMES = ("deleted", "missing", "failed")
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    repository: str
+    mark_id: str
+    deleted: int
+    missing: int
+    failed: int
+    report_location: str
+
+    @property
+    def attempted(self) -> int:
+        return self.deleted + self.missing + self.failed
+
+
+def sweep_run(
+    spark: SparkSession,
+    settings: GcSettings,
+    repository: str,
+    mark_id: str,
+    *,
+    progress: Progress | None = None,
+) -> SweepResult:
+    """Sweep mark ``mark_id`` of ``repository``; refuses a missing or failed mark."""
+    say = progress or _log.info
+    with LakeFSClient(settings.lakefs, source="sweep") as client:
+        storage_namespace = client.get_repository(repository).storage_namespace
+    namespace = parse_storage_namespace(storage_namespace, local_root=settings.storage.local_root)
+    report = ReportDir(namespace, mark_id, settings.storage)
+    summary = read_summary(report)
+    if str(summary.get("run_id")) != mark_id:
+        raise MarkReportError(
+            f"{report}: summary.json belongs to mark {summary.get('run_id')!r}, not {mark_id!r}"
+        )
+    parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
+    say(f"{repository}: sweeping mark {mark_id} ({summary.get('num_deleted_objects')} objects marked)")
+    marked = marked_frame(spark, report, parallelism=parallelism).repartition(parallelism)
+    body = _SweepPartition(report, new_part_tag())
+    try:
+        rows = marked.mapInArrow(body, "deleted long, missing long, failed long").collect()
+    except Exception as e:
+        raise job_failure(e, f"sweep of mark {mark_id} of {repository}") from e
+    counts = {o: sum(int(r[o]) for r in rows) for o in OUTCOMES}
+    finish_swept(report)
+    current = read_summary(report)
+    current["sweep"] = {
+        **counts,
+        "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+    }
+    rewrite_summary(report, current)
+    say(
+        f"{repository}: swept mark {mark_id}: {counts['deleted']} deleted, {counts['missing']} missing, "
+        f"{counts['failed']} failed; outcomes in {report.child(SWEPT)}"
+    )
+    return SweepResult(
+        repository, mark_id, counts["deleted"], counts["missing"], counts["failed"], str(report)
+    )
+
+
+class _SweepPartition:
+    """Delete one partition's addresses in bulk and record every outcome (runs on an executor)."""
+
+    def __init__(self, report: ReportDir, tag: str) -> None:
+        self.report = report
+        self.tag = tag
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        from pyspark import TaskContext
+
+        context = TaskContext.get()
+        partition = context.partitionId() if context is not None else 0
+        fs, base = self.report.filesystem()
+        path = f"{base}/{SWEPT}/{part_name(partition, self.tag, '.snappy.parquet')}"
+        counts = dict.fromkeys(OUTCOMES, 0)
+        deleter = deleter_for(self.report.namespace, self.report.options)
+        writer: pq.ParquetWriter | None = None
+        try:
+            pending: list[str] = []
+            for batch in batches:
+                pending.extend(batch.column("address").to_pylist())
+                while len(pending) >= deleter.max_batch:
+                    chunk, pending = pending[: deleter.max_batch], pending[deleter.max_batch :]
+                    writer = self._delete(deleter, chunk, fs, path, writer, counts)
+            if pending:
+                writer = self._delete(deleter, pending, fs, path, writer, counts)
+        finally:
+            deleter.close()
+            if writer is not None:
+                writer.close()
+        yield pa.RecordBatch.from_pydict({o: [counts[o]] for o in OUTCOMES})
+
+    @staticmethod
+    def _delete(
+        deleter: Any,
+        addresses: list[str],
+        fs: Any,
+        path: str,
+        writer: pq.ParquetWriter | None,
+        counts: dict[str, int],
+    ) -> pq.ParquetWriter:
+        outcomes = deleter.delete(addresses)
+        if len(outcomes) != len(addresses):
+            raise RuntimeError(f"deleter returned {len(outcomes)} outcomes for {len(addresses)} addresses")
+        rows: dict[str, list[Any]] = {"address": [], "outcome": [], "error": []}
+        for outcome in outcomes:
+            rows["address"].append(outcome.address)
+            rows["outcome"].append(outcome.outcome)
+            rows["error"].append(outcome.error)
+            counts[outcome.outcome] += 1
+        if writer is None:
+            writer = pq.ParquetWriter(open_report_output(fs, path), SWEPT_SCHEMA, compression="snappy")
+        writer.write_batch(pa.RecordBatch.from_pydict(rows, schema=SWEPT_SCHEMA))
+        return writer

@@ -1,0 +1,252 @@
+"""The sweep's port: delete objects of one storage namespace in bulk, one outcome per address.
+
+A deleter runs inside an executor task (one per partition) and never raises for a per-object
+or per-request failure: those are data, reported as ``failed`` outcomes and counted in the sweep
+report. Every deleter checks each address with :func:`deletable_key` again before deleting it
+(defence in depth: whatever the mark computed, nothing under ``_lakefs/``, nothing outside the
+namespace, no file directly under ``data/``), and joins keys to the namespace as plain strings, so
+``#``, ``?`` and ``%`` are part of the key and never URL syntax.
+
+Batch sizes are those of lakeFS's Spark GC (internals §1.8, §6.2): 1000 keys per S3
+``DeleteObjects``, 256 blobs per Azure blob batch.
+"""
+
+from __future__ import annotations
+
+import os
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass
+from types import TracebackType
+from typing import Any, Literal, Protocol
+
+from lakefs_gc.errors import ConfigError, StorageError
+from lakefs_gc.gc.addresses import deletable_key
+from lakefs_gc.storage.clients import azure_container_client, s3_client
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import StorageLocation
+
+Outcome = Literal["deleted", "missing", "failed"]
+S3_MAX_BATCH = 1000
+AZURE_MAX_BATCH = 256
+LOCAL_MAX_BATCH = 1000  # no requests to size; only bounds the work between two sweep reports
+
+
+@dataclass(frozen=True)
+class DeleteOutcome:
+    """What became of one address. ``missing``: the store said it was already gone (S3 cannot say
+    so, see :class:`S3BulkDeleter`); ``failed``: not deleted, ``error`` says why."""
+
+    address: str
+    outcome: Outcome
+    error: str | None = None
+
+
+class BulkDeleter(Protocol):
+    """Deletes namespace-relative keys; the one storage dependency of the sweep.
+
+    ``delete`` returns one outcome per input address, in input order, and splits the input into
+    requests of at most ``max_batch`` keys itself. It raises only for programming errors, never
+    for what the store answers.
+    """
+
+    max_batch: int
+
+    def delete(self, addresses: Sequence[str]) -> list[DeleteOutcome]: ...
+
+    def close(self) -> None: ...
+
+
+class _BatchingDeleter(ABC):
+    """The shared part: the safety re-check, de-duplication, batching and ordering of outcomes."""
+
+    max_batch: int
+
+    def __init__(self, max_batch: int, limit: int) -> None:
+        if not 1 <= max_batch <= limit:
+            raise ConfigError(f"{type(self).__name__} max_batch must be within 1..{limit}, got {max_batch}")
+        self.max_batch = max_batch
+
+    def delete(self, addresses: Sequence[str]) -> list[DeleteOutcome]:
+        outcomes: dict[str, DeleteOutcome] = {}
+        pending: list[str] = []
+        for address in dict.fromkeys(addresses):  # each key once, first-seen order
+            if deletable_key(address):
+                pending.append(address)
+            else:
+                outcomes[address] = DeleteOutcome(
+                    address, "failed", f"refused: {address!r} is not a deletable key"
+                )
+        for start in range(0, len(pending), self.max_batch):
+            batch = pending[start : start + self.max_batch]
+            done = self._delete_batch(batch)
+            for address in batch:
+                outcomes[address] = done.get(address) or DeleteOutcome(
+                    address, "failed", "the store's answer did not mention this key"
+                )
+        return [outcomes[a] for a in addresses]
+
+    @abstractmethod
+    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
+        """Delete ≤ max_batch distinct, already checked addresses; never raises for store errors."""
+
+    def close(self) -> None:  # noqa: B027 - a no-op unless a client needs closing
+        """Release the client."""
+
+    def __enter__(self) -> _BatchingDeleter:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
+def _key_prefix(namespace_key: str) -> str:
+    """``a/b/`` for a namespace key ``a/b`` or ``a/b/``; ``""`` at the bucket/container root."""
+    stripped = namespace_key.strip("/")
+    return stripped + "/" if stripped else ""
+
+
+class S3BulkDeleter(_BatchingDeleter):
+    """``DeleteObjects`` with up to 1000 keys per request, ``Quiet=False`` so every key is reported.
+
+    S3 reports a key that does not exist as ``Deleted`` (deleting is idempotent there), so this
+    deleter says ``deleted`` for absent keys and ``missing`` only if a store answers ``NoSuchKey``.
+    On a versioned bucket a delete without version id only adds a delete marker, as lakeFS's GC does.
+    A request that still fails after botocore's retries marks every key of its batch ``failed``.
+    """
+
+    def __init__(
+        self, client: Any, bucket: str, namespace_key: str, *, max_batch: int = S3_MAX_BATCH
+    ) -> None:
+        super().__init__(max_batch, S3_MAX_BATCH)
+        self.client = client
+        self.bucket = bucket
+        self.prefix = _key_prefix(namespace_key)
+
+    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        by_key = {self.prefix + a: a for a in addresses}
+        try:
+            response = self.client.delete_objects(
+                Bucket=self.bucket,
+                Delete={"Objects": [{"Key": k} for k in by_key], "Quiet": False},
+            )
+        except (BotoCoreError, ClientError) as e:
+            return {a: DeleteOutcome(a, "failed", f"DeleteObjects failed: {e}") for a in addresses}
+        outcomes: dict[str, DeleteOutcome] = {}
+        for deleted in response.get("Deleted", []):
+            address = by_key.get(deleted.get("Key", ""))
+            if address is not None:
+                outcomes[address] = DeleteOutcome(address, "deleted")
+        for error in response.get("Errors", []):
+            address = by_key.get(error.get("Key", ""))
+            if address is None:
+                continue
+            code = error.get("Code", "")
+            if code == "NoSuchKey":
+                outcomes[address] = DeleteOutcome(address, "missing")
+            else:
+                outcomes[address] = DeleteOutcome(address, "failed", f"{code}: {error.get('Message', '')}")
+        return outcomes
+
+    def close(self) -> None:
+        self.client.close()
+
+
+class AzureBlobBulkDeleter(_BatchingDeleter):
+    """Blob batch (``ContainerClient.delete_blobs``) with up to 256 blobs per request, snapshots
+    included. Sub-response 202 is ``deleted``, 404 ``BlobNotFound`` ``missing``, anything else
+    (a lease, a missing container, ...) ``failed`` with status, reason and error code.
+
+    The SDK pairs sub-responses with blobs by position (Azure answers in request order), and
+    builds sub-request paths from the container URL, so path-style endpoints (Azurite:
+    ``http://host:port/<account>/<container>/<blob>``) work as they are: verified against Azurite
+    3.35 with shared key, SAS and connection-string clients. Azurite accepts more than 256
+    sub-requests, Azure does not; the limit is enforced here. A request that fails as a whole
+    (after the SDK's retries) marks every blob of its batch ``failed``.
+    """
+
+    def __init__(
+        self, container_client: Any, namespace_key: str, *, max_batch: int = AZURE_MAX_BATCH
+    ) -> None:
+        super().__init__(max_batch, AZURE_MAX_BATCH)
+        self.container_client = container_client
+        self.prefix = _key_prefix(namespace_key)
+
+    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
+        from azure.core.exceptions import AzureError
+
+        try:
+            responses = list(
+                self.container_client.delete_blobs(
+                    *[self.prefix + a for a in addresses],
+                    delete_snapshots="include",
+                    raise_on_any_failure=False,
+                )
+            )
+        except AzureError as e:
+            return {a: DeleteOutcome(a, "failed", f"blob batch failed: {e}") for a in addresses}
+        if len(responses) != len(addresses):  # cannot pair them: claim nothing
+            error = f"blob batch answered {len(responses)} sub-responses for {len(addresses)} blobs"
+            return {a: DeleteOutcome(a, "failed", error) for a in addresses}
+        return {a: _azure_outcome(a, r) for a, r in zip(addresses, responses, strict=True)}
+
+    def close(self) -> None:
+        self.container_client.close()
+
+
+def _azure_outcome(address: str, response: Any) -> DeleteOutcome:
+    """A 404 is ``missing`` only for the blob itself: a missing container also answers 404 per blob
+    (``ContainerNotFound``, seen on Azurite), and that is a misconfiguration, not a deleted object."""
+    status = response.status_code
+    code = response.headers.get("x-ms-error-code")
+    if status == 202:
+        return DeleteOutcome(address, "deleted")
+    if status == 404 and code in (None, "BlobNotFound"):
+        return DeleteOutcome(address, "missing")
+    return DeleteOutcome(address, "failed", f"{status} {response.reason}" + (f" ({code})" if code else ""))
+
+
+class LocalBulkDeleter(_BatchingDeleter):
+    """``os.unlink`` under a local namespace directory (lakeFS's local blockstore, tests).
+
+    Besides the key check, a file is refused when its directory resolves outside the namespace
+    (a symlinked directory), so nothing outside the namespace is ever unlinked.
+    """
+
+    def __init__(self, root: str, *, max_batch: int = LOCAL_MAX_BATCH) -> None:
+        super().__init__(max_batch, LOCAL_MAX_BATCH)
+        self.root = root.rstrip("/") or "/"
+        self._real_root = os.path.realpath(self.root)
+
+    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
+        return {a: self._unlink(a) for a in addresses}
+
+    def _unlink(self, address: str) -> DeleteOutcome:
+        path = os.path.join(self.root, address)
+        parent = os.path.realpath(os.path.dirname(path))
+        if os.path.commonpath([parent, self._real_root]) != self._real_root:
+            return DeleteOutcome(address, "failed", f"refused: {address!r} resolves outside the namespace")
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            return DeleteOutcome(address, "missing")
+        except OSError as e:
+            return DeleteOutcome(address, "failed", f"{type(e).__name__}: {e.strerror or e}")
+        return DeleteOutcome(address, "deleted")
+
+
+def deleter_for(namespace: StorageLocation, options: StorageOptions) -> BulkDeleter:
+    """The bulk deleter for a repository's storage namespace (one per executor task)."""
+    if namespace.kind == "s3":
+        return S3BulkDeleter(s3_client(options.s3), namespace.container, namespace.key)
+    if namespace.kind == "azure":
+        return AzureBlobBulkDeleter(azure_container_client(namespace, options.azure), namespace.key)
+    if namespace.kind == "local":
+        return LocalBulkDeleter(namespace.key)
+    raise StorageError(
+        f"cannot delete from {namespace}: bulk deletes for storage kind {namespace.kind!r} are not supported"
+    )
