@@ -117,9 +117,8 @@ def load_settings(
         read_timeout=lakefs_section.pop("read_timeout", None),
         environ=environ,
         lakectl_config_path=lakectl_path,
+        extra=lakefs_section,
     )
-    if lakefs_section:
-        raise ConfigError(f"settings: unknown lakefs key(s) {sorted(lakefs_section)}")
     try:
         return GcSettings.model_validate({"lakefs": connection, **merged})
     except ValidationError as e:

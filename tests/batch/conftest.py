@@ -36,8 +36,8 @@ class GcEnv:
         info = self.server.connection_info()
         return [
             "--lakefs-endpoint", info["endpoint"],
-            "--lakefs-access-key-id", info["access_key_id"],
-            "--lakefs-secret-access-key", info["secret_access_key"],
+            f"--lakefs-access-key-id={info['access_key_id']}",  # generated keys may start with "-"
+            f"--lakefs-secret-access-key={info['secret_access_key']}",
             "--local-root", str(self.storage_root),
             *self.extra_args,
         ]  # fmt: skip
@@ -58,11 +58,15 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[d
 
 
 def _env(
-    tmp_path: Path, options: StorageOptions, blockstores: tuple[str, ...], extra: list[str]
+    tmp_path: Path,
+    options: StorageOptions,
+    blockstores: tuple[str, ...],
+    extra: list[str],
+    server_settings: ServerSettings | None = None,
 ) -> Iterator[GcEnv]:
     root = tmp_path / "storage"
     root.mkdir()
-    settings = replace(ServerSettings(storage=options), blockstores=blockstores)
+    settings = replace(server_settings or ServerSettings(), storage=options, blockstores=blockstores)
     with (
         LakeFSTestServer(storage_root=root, settings=settings) as server,
         lakefs_sdk.ApiClient(server.sdk_configuration()) as client,

@@ -105,7 +105,11 @@ class LakeFSClient:
         source: str | None = None,
     ) -> None:
         self._connection = connection
-        self._retry = retry or RetryPolicy()
+        self._retry = retry or RetryPolicy(
+            max_attempts=connection.max_attempts,
+            base_delay=connection.retry_base_delay,
+            max_delay=connection.retry_max_delay,
+        )
         self._polling = polling or PollingPolicy()
         config = Configuration(
             host=connection.endpoint,

@@ -67,6 +67,15 @@ class LakeFSConnection(BaseModel):
         "fallback uses the overall prepare timeout instead, since it can legitimately run minutes.",
     )
     verify_ssl: bool = Field(default=True, description="Verify the server's TLS certificate.")
+    max_attempts: int = Field(
+        default=5,
+        ge=1,
+        description="Attempts per API call on connection errors, 5xx and 429 (never on other 4xx).",
+    )
+    retry_base_delay: float = Field(
+        default=1.0, ge=0, description="Seconds before the first retry; doubles per attempt (full jitter)."
+    )
+    retry_max_delay: float = Field(default=20.0, ge=0, description="Cap of the delay between retries.")
 
     @field_validator("endpoint")
     @classmethod
@@ -125,6 +134,7 @@ def resolve_connection(
     lakectl_config_path: Path | None,
     connect_timeout: float | None = None,
     read_timeout: float | None = None,
+    extra: Mapping[str, Any] | None = None,
 ) -> LakeFSConnection:
     """Resolve each field independently: explicit > environment > lakectl YAML.
 
@@ -151,6 +161,7 @@ def resolve_connection(
         fields["connect_timeout"] = connect_timeout
     if read_timeout is not None:
         fields["read_timeout"] = read_timeout
+    fields.update(extra or {})  # other LakeFSConnection fields (retries, TLS), validated below
     try:
         return LakeFSConnection.model_validate(fields)
     except ValidationError as e:

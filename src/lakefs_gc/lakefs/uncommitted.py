@@ -38,6 +38,14 @@ UNCOMMITTED_PREFIX_TEMPLATE = "_lakefs/retention/gc/uncommitted/{run_id}/uncommi
 DEFAULT_MAX_PAGES = 100_000
 
 
+class UncommittedDumpError(LakeFSError):
+    """The dump failed after lakeFS had started it: ``run_id`` names the aborted run (and mark)."""
+
+    def __init__(self, message: str, *, run_id: str, status: int | None = None) -> None:
+        super().__init__(message, status=status)
+        self.run_id = run_id
+
+
 @dataclass(frozen=True)
 class UncommittedPage:
     """One answer of ``prepareGarbageCollectionUncommitted``."""
@@ -88,22 +96,32 @@ def collect_uncommitted_dump(
     seen_tokens: set[str] = set()
     pages = pages_with_data = 0
     token: str | None = None
-    while True:
-        page = fetch_page(token)
-        pages += 1
-        run_id = _check_run_id(repository, run_id, page, pages)
-        if page.location:
-            pages_with_data += 1
-            location = _check_location(repository, location, page.location)
-        token = page.continuation_token or None
-        if token is None:
-            break
-        if token in seen_tokens or pages >= max_pages:
-            raise LakeFSError(
-                f"uncommitted dump of repository {repository!r} is not progressing "
-                f"(page {pages}, run {run_id}, repeated or endless continuation token)"
-            )
-        seen_tokens.add(token)
+    try:
+        while True:
+            page = fetch_page(token)
+            pages += 1
+            run_id = _check_run_id(repository, run_id, page, pages)
+            if page.location:
+                pages_with_data += 1
+                location = _check_location(repository, location, page.location)
+            token = page.continuation_token or None
+            if token is None:
+                break
+            if token in seen_tokens or pages >= max_pages:
+                raise LakeFSError(
+                    f"uncommitted dump of repository {repository!r} is not progressing "
+                    f"(page {pages}, run {run_id}, repeated or endless continuation token)"
+                )
+            seen_tokens.add(token)
+    except LakeFSError as e:
+        if run_id is None:
+            raise
+        # lakeFS started run `run_id`: say which, so the aborted mark can be reported as failed
+        raise UncommittedDumpError(
+            f"uncommitted dump of repository {repository!r} (run {run_id}) failed after {pages} page(s): {e}",
+            run_id=run_id,
+            status=e.status,
+        ) from e
     return _finish(repository, storage_namespace, run_id, location, pages, pages_with_data)
 
 

@@ -20,6 +20,11 @@ class SparkJobError(GcError):
     """A Spark job failed for a reason that is not one of ours (JVM error, lost executor...)."""
 
 
+def is_spark_failure(exc: BaseException) -> bool:
+    """True for errors raised by Spark or its Py4J bridge (which wrap what the tasks raised)."""
+    return type(exc).__module__.startswith(("pyspark", "py4j"))
+
+
 def job_failure(exc: BaseException, doing: str) -> GcError:
     """The GcError to raise when a Spark action for ``doing`` failed with ``exc``."""
     if isinstance(exc, GcError):

@@ -25,9 +25,9 @@ from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.reports import MarkSummary
 from lakefs_gc.lakefs.client import LakeFSClient, Repository
 from lakefs_gc.lakefs.exports import read_commits_csv, uncommitted_files
-from lakefs_gc.lakefs.uncommitted import UncommittedDump
+from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedDumpError
 from lakefs_gc.spark.candidates import classify, garbage
-from lakefs_gc.spark.failures import job_failure
+from lakefs_gc.spark.failures import is_spark_failure, job_failure
 from lakefs_gc.spark.listing import ListingPlan, listed_objects, plan_listing
 from lakefs_gc.spark.references import committed_frames, uncommitted_frame
 from lakefs_gc.spark.reports import ReportDir, write_marked, write_summary
@@ -88,9 +88,12 @@ def mark_run(
             f"namespace {repo.storage_namespace}"
         )
         say(f"{repository}: asking lakeFS for the uncommitted dump")
-        dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
-        report = ReportDir(namespace, dump.run_id, settings.storage)
-        run = _MarkRun(spark, settings, client, repo, namespace, cutoff, dump, report, start, say)
+        try:
+            dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
+        except UncommittedDumpError as e:  # lakeFS had started run e.run_id: record the mark as failed
+            _MarkRun(spark, settings, client, repo, namespace, cutoff, e.run_id, None, start, say).fail(e)
+            raise
+        run = _MarkRun(spark, settings, client, repo, namespace, cutoff, dump.run_id, dump, start, say)
         return run.execute()
 
 
@@ -124,13 +127,14 @@ class _MarkRun:
         repo: Repository,
         namespace: StorageLocation,
         cutoff: Cutoff,
-        dump: UncommittedDump,
-        report: ReportDir,
+        run_id: str,
+        dump: UncommittedDump | None,
         start: datetime,
         say: Progress,
     ) -> None:
         self.spark, self.settings, self.client, self.repo = spark, settings, client, repo
-        self.namespace, self.cutoff, self.dump, self.report = namespace, cutoff, dump, report
+        self.namespace, self.cutoff, self.run_id, self.dump = namespace, cutoff, run_id, dump
+        self.report = ReportDir(namespace, run_id, settings.storage)
         self.start, self.say = start, say
         self.parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
         self.stats: dict[str, Any] = {}
@@ -141,12 +145,8 @@ class _MarkRun:
         try:
             marked, marked_bytes = self._mark()
         except BaseException as e:
-            error = (
-                job_failure(e, f"mark {self.dump.run_id} of {self.repo.id}")
-                if isinstance(e, Exception)
-                else e
-            )
-            self._write_failure(error)
+            error = job_failure(e, f"mark {self.run_id} of {self.repo.id}") if is_spark_failure(e) else e
+            self.fail(error)
             if error is e:
                 raise
             raise error from e
@@ -159,7 +159,8 @@ class _MarkRun:
         return self._result(summary)
 
     def _mark(self) -> tuple[int, int]:
-        uncommitted = self._uncommitted()
+        assert self.dump is not None
+        uncommitted = self._uncommitted(self.dump)
         self.say(f"{self.repo.id}: asking lakeFS for the active commits")
         export = self.client.prepare_commits(
             self.repo.id, timeout=self.settings.gc.prepare_commits_timeout.total_seconds()
@@ -199,17 +200,17 @@ class _MarkRun:
         marked, marked_bytes = write_marked(garbage(classified), self.report)
         expected = counts[reasons.GARBAGE]["objects"]
         if marked != expected:
-            raise GcError(f"mark {self.dump.run_id}: wrote {marked} marked addresses but counted {expected}")
+            raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
         return marked, marked_bytes
 
-    def _uncommitted(self) -> DataFrame:
-        location = parse_location(self.dump.location, local_root=self.settings.storage.local_root)
+    def _uncommitted(self, dump: UncommittedDump) -> DataFrame:
+        location = parse_location(dump.location, local_root=self.settings.storage.local_root)
         fs, path = filesystem_for(location, self.settings.storage)
-        files = uncommitted_files(fs, path, required=self.dump.data_expected)
+        files = uncommitted_files(fs, path, required=dump.data_expected)
         self.stats.update(
-            uncommitted_pages=self.dump.pages,
+            uncommitted_pages=dump.pages,
             uncommitted_files=len(files),
-            uncommitted_location_source=self.dump.location_source,
+            uncommitted_location_source=dump.location_source,
         )
         return uncommitted_frame(
             self.spark,
@@ -251,7 +252,7 @@ class _MarkRun:
             "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
         }
         return MarkSummary(
-            run_id=self.dump.run_id,
+            run_id=self.run_id,
             success=success,
             first_slice=self.first_slice,
             start_time_ns=_epoch_ns(self.start),
@@ -260,21 +261,22 @@ class _MarkRun:
             extra=body,
         )
 
-    def _write_failure(self, error: BaseException) -> None:
+    def fail(self, error: BaseException) -> None:
+        """Record the mark as failed (``success=false``), so that no sweep can ever follow it."""
         summary = self._summary(False, 0, {"error": str(error) or type(error).__name__})
         try:
             write_summary(self.report, summary)
         except Exception as e:  # the original error matters more; say both
-            _log.error("mark %s failed and its failure report could not be written: %s", self.dump.run_id, e)
+            _log.error("mark %s failed and its failure report could not be written: %s", self.run_id, e)
         else:
-            self.say(f"{self.repo.id}: mark {self.dump.run_id} FAILED; wrote success=false to {self.report}")
+            self.say(f"{self.repo.id}: mark {self.run_id} FAILED; wrote success=false to {self.report}")
 
     def _result(self, summary: MarkSummary) -> MarkResult:
         import json
 
         return MarkResult(
             repository=self.repo.id,
-            mark_id=self.dump.run_id,
+            mark_id=self.run_id,
             success=summary.success,
             summary=json.loads(summary.to_json()),
             report_location=str(self.report),

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.gc.reports import MarkReportError
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.spark.failures import job_failure
+from lakefs_gc.spark.failures import is_spark_failure, job_failure
 from lakefs_gc.spark.reports import (
     SWEPT,
     SWEPT_SCHEMA,
@@ -88,6 +88,8 @@ def sweep_run(
     try:
         rows = marked.mapInArrow(body, "deleted long, missing long, failed long").collect()
     except Exception as e:
+        if not is_spark_failure(e):
+            raise
         raise job_failure(e, f"sweep of mark {mark_id} of {repository}") from e
     counts = {o: sum(int(r[o]) for r in rows) for o in OUTCOMES}
     finish_swept(report)
