@@ -1,0 +1,15 @@
+"""spark-submit entry point for `lakefs-gc mark`.
+
+    spark-submit --master <cluster> batch/mark.py --repo REPO [options]
+
+Every option of `lakefs-gc mark --help` applies; the Spark master and resources come from
+spark-submit. The lakefs-gc package must be installed on the driver and the executors
+(e.g. `--py-files` a wheel or an image with it, see deploy/).
+"""
+
+import sys
+
+from lakefs_gc.cli.main import main
+
+if __name__ == "__main__":
+    sys.exit(main(["mark", *sys.argv[1:]]))
