@@ -1,0 +1,140 @@
+"""GcSettings: config file < LAKEFS_GC_* environment < flags, lakectl fallback, clear errors."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lakefs_gc.cli.gc import validate_run_mode
+from lakefs_gc.cli.main import main
+from lakefs_gc.errors import ConfigError
+from lakefs_gc.settings import load_settings
+
+LAKEFS = {"endpoint": "http://lakefs:8000", "access_key_id": "AKIA", "secret_access_key": "secret"}
+
+
+def write(path: Path, doc: object) -> Path:
+    path.write_text(yaml.safe_dump(doc))
+    return path
+
+
+def test_file_then_environment_then_flags(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "gc.yaml",
+        {
+            "lakefs": {**LAKEFS, "max_attempts": 3},
+            "storage": {
+                "s3": {"endpoint_url": "http://file:9000", "region": "eu-west-1"},
+                "local_root": "/data",
+            },
+            "gc": {"min_age": "48h"},
+            "spark": {"conf": {"spark.executor.memory": "4g"}, "parallelism": 16},
+            "repositories": ["a", "b"],
+        },
+    )
+    environ = {
+        "LAKEFS_GC_STORAGE__S3__REGION": "us-east-2",
+        "LAKEFS_GC_GC__MIN_AGE": "72h",
+        "LAKEFS_GC_REPOSITORIES": "c, d",
+        "UNRELATED": "x",
+    }
+    settings = load_settings(
+        environ=environ,
+        config_file=config,
+        overrides={"gc": {"min_age": None}, "storage": {"local_root": "/flag"}},
+    )
+    assert settings.lakefs.endpoint == "http://lakefs:8000/api/v1"
+    assert settings.lakefs.max_attempts == 3
+    assert settings.storage.s3.endpoint_url == "http://file:9000"  # file
+    assert settings.storage.s3.region == "us-east-2"  # environment beats file
+    assert settings.storage.local_root == "/flag"  # flag beats file
+    assert settings.gc.min_age == timedelta(hours=72)  # None flag = not given
+    assert settings.repositories == ("c", "d")
+    assert settings.spark.conf == {"spark.executor.memory": "4g"} and settings.spark.parallelism == 16
+
+
+def test_lakefs_connection_falls_back_to_lakectl(tmp_path: Path) -> None:
+    lakectl = write(
+        tmp_path / ".lakectl.yaml",
+        {"server": {"endpoint_url": "https://lakefs.example.com"}, "credentials": {"access_key_id": "K"}},
+    )
+    environ = {"HOME": str(tmp_path), "LAKECTL_CREDENTIALS_SECRET_ACCESS_KEY": "S"}
+    settings = load_settings(environ=environ)
+    assert settings.lakefs.endpoint == "https://lakefs.example.com/api/v1"
+    assert (settings.lakefs.access_key_id, settings.lakefs.secret_access_key.get_secret_value()) == ("K", "S")
+    assert lakectl.exists()
+
+
+def test_secrets_do_not_leak_into_repr(tmp_path: Path) -> None:
+    config = write(
+        tmp_path / "gc.yaml", {"lakefs": LAKEFS, "storage": {"azure": {"account_key": "very-secret"}}}
+    )
+    settings = load_settings(environ={}, config_file=config)
+    assert "very-secret" not in repr(settings) and "secret'" not in repr(settings.lakefs)
+
+
+@pytest.mark.parametrize(
+    ("doc", "message"),
+    [
+        ({"lakefs": LAKEFS, "gc": {"min_age": "soon"}}, "invalid duration 'soon'"),
+        ({"lakefs": LAKEFS, "storage": {"s3": {"endpint_url": "x"}}}, "storage.s3.endpint_url"),
+        ({"lakefs": LAKEFS, "sparks": {}}, "unknown section(s) ['sparks']"),
+        ({"lakefs": {**LAKEFS, "retries": 3}}, "retries"),
+        (
+            {"lakefs": {"endpoint": "lakefs:8000", "access_key_id": "a", "secret_access_key": "b"}},
+            "http(s) URL",
+        ),
+        ({"gc": {}}, "missing endpoint"),
+        ([1, 2], "must be a YAML mapping"),
+    ],
+)
+def test_bad_settings_name_the_field(tmp_path: Path, doc: object, message: str) -> None:
+    config = write(tmp_path / "gc.yaml", doc)
+    with pytest.raises(ConfigError) as error:
+        load_settings(environ={}, config_file=config, use_lakectl_defaults=False)
+    assert message in str(error.value)
+
+
+def test_missing_config_file(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"config file .*nope.yaml does not exist"):
+        load_settings(environ={}, config_file=tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("command", "repos", "marks", "message"),
+    [
+        ("mark", [], [], "no repository given"),
+        ("mark", ["r"], ["m"], "Can't provide mark ID for mark mode"),
+        ("run", ["r"], ["m"], "Can't provide mark ID for mark mode"),
+        ("sweep", ["r"], [], "Please provide a mark ID (--mark-id) for sweep-only mode"),
+        ("sweep", ["r", "s"], ["m"], "one --mark-id per --repo"),
+    ],
+)
+def test_run_mode_checks(command: str, repos: list[str], marks: list[str], message: str) -> None:
+    with pytest.raises(ConfigError) as error:
+        validate_run_mode(command, repos, marks)
+    assert message in str(error.value)
+
+
+def test_mode_errors_exit_before_spark(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = write(tmp_path / "gc.yaml", {"lakefs": LAKEFS})
+    assert main(["sweep", "--repo", "r", "--config", str(config)]) == 3
+    assert "Please provide a mark ID" in capsys.readouterr().err
+
+
+def test_run_refuses_without_terminal_or_yes(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    config = write(tmp_path / "gc.yaml", {"lakefs": LAKEFS})
+    assert main(["run", "--repo", "r", "--config", str(config)]) == 3  # pytest's stdin is not a terminal
+    assert "pass --yes" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["mark", "sweep", "run"])
+def test_help_explains(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = capsys.readouterr().out
+    for needle in ("--repo", "--min-age", "LAKEFS_GC_", "success=false", "_lakefs/retention/gc/unified"):
+        assert needle in out
