@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from pydantic import SecretStr
 
+from lakefs_gc.storage.filesystems import AzureOptions, S3Options
 from lakefs_gc.testing import servers
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
 
@@ -64,6 +66,21 @@ def s3_client(server: MotoServer) -> Any:
         region_name=server.region,
         config=Config(s3={"addressing_style": "path"}),
     )
+
+
+def s3_options(server: MotoServer) -> S3Options:
+    """How lakefs-gc reaches ``server`` (with credentials: pyarrow's unsigned writes reach moto
+    aws-chunked encoded and are stored with the chunk framing)."""
+    return S3Options(
+        endpoint_url=server.endpoint_url,
+        region=server.region,
+        access_key_id=server.access_key_id,
+        secret_access_key=SecretStr(server.secret_access_key),
+    )
+
+
+def azure_options(server: AzuriteServer) -> AzureOptions:
+    return AzureOptions(account_key=SecretStr(server.account_key), blob_endpoint=server.blob_endpoint)
 
 
 def blob_service(server: AzuriteServer) -> BlobServiceClient:

@@ -11,14 +11,14 @@ from typing import Any
 import lakefs_sdk
 import pytest
 import yaml
-from pydantic import SecretStr
 
 from lakefs_gc.cli.main import main
-from lakefs_gc.storage.filesystems import AzureOptions, S3Options, StorageOptions
+from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
+from tests.object_stores import azure_options, s3_options
 from tests.testing.sdk import Lakefs
 
 
@@ -93,13 +93,7 @@ def cloud_env(tmp_path: Path, moto: MotoServer, azurite: AzuriteServer) -> Itera
             }
         )
     )
-    options = StorageOptions(
-        s3=S3Options(
-            endpoint_url=moto.endpoint_url, region=moto.region, access_key_id=moto.access_key_id,
-            secret_access_key=SecretStr(moto.secret_access_key),
-        ),
-        azure=AzureOptions(account_key=SecretStr(azurite.account_key), blob_endpoint=azurite.blob_endpoint),
-    )  # fmt: skip
+    options = StorageOptions(s3=s3_options(moto), azure=azure_options(azurite))
     extra = [
         "--config", str(config), "--s3-endpoint", moto.endpoint_url, "--s3-region", moto.region,
         "--azure-blob-endpoint", azurite.blob_endpoint, "--azure-account-key", azurite.account_key,

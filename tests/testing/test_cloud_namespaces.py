@@ -8,13 +8,12 @@ from pathlib import Path
 
 import lakefs_sdk
 import pytest
-from pydantic import SecretStr
 
-from lakefs_gc.storage.filesystems import AzureOptions, S3Options, StorageOptions
+from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service, s3_client
+from tests.object_stores import azure_options, blob_service, s3_client, s3_options
 from tests.testing.gc_view import gc_view
 from tests.testing.sdk import Lakefs
 
@@ -23,17 +22,12 @@ from tests.testing.sdk import Lakefs
 def cloud(
     tmp_path: Path, moto: MotoServer, azurite: AzuriteServer
 ) -> Iterator[tuple[Lakefs, StorageOptions, Path]]:
-    options = StorageOptions(
-        s3=S3Options(
-            endpoint_url=moto.endpoint_url, region=moto.region, access_key_id=moto.access_key_id,
-            secret_access_key=SecretStr(moto.secret_access_key),
-        ),
-        azure=AzureOptions(account_key=SecretStr(azurite.account_key), blob_endpoint=azurite.blob_endpoint),
-    )  # fmt: skip
+    options = StorageOptions(s3=s3_options(moto), azure=azure_options(azurite))
     settings = replace(ServerSettings(storage=options), blockstores=("local", "s3", "azure"))
-    with LakeFSTestServer(storage_root=tmp_path, settings=settings) as server, lakefs_sdk.ApiClient(
-        server.sdk_configuration()
-    ) as client:
+    with (
+        LakeFSTestServer(storage_root=tmp_path, settings=settings) as server,
+        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+    ):
         yield Lakefs(client), options, tmp_path
 
 
