@@ -133,3 +133,25 @@ def test_sweep_refuses_failed_or_missing_marks(
     expected = "is of a failed run" if success is False else f"Mark ID ({mark_id}) does not exist"
     assert expected in err
     assert all(local_env.store(f"local://{REPO}").exists(a) for a in garbage)
+
+
+def test_several_repositories_in_one_invocation(local_env: GcEnv, capsys: pytest.CaptureFixture[str]) -> None:
+    scenarios = {
+        repo: build_unified_gc(local_env.lakefs, repo, f"local://{repo}") for repo in ("repo-a", "repo-b")
+    }
+    code, marks, err = run_cli(
+        capsys, "mark", "--repo", "repo-a", "--repo", "repo-b", "--unsafe-min-age", "0s", "--output", "json",
+        *local_env.args(),
+    )  # fmt: skip
+    assert code == 0, err
+    assert [m["repository"] for m in marks] == ["repo-a", "repo-b"]
+    assert all(m["summary"]["num_deleted_objects"] == len(GARBAGE) for m in marks)
+    argv = ["sweep", "--output", "json", *local_env.args()]
+    for mark in marks:
+        argv += ["--repo", mark["repository"], "--mark-id", mark["mark_id"]]
+    code, sweeps, err = run_cli(capsys, *argv)
+    assert code == 0, err
+    assert [(s["repository"], s["deleted"]) for s in sweeps] == [("repo-a", 6), ("repo-b", 6)]
+    for repo, scenario in scenarios.items():
+        store = local_env.store(f"local://{repo}")
+        assert {n: store.exists(scenario.relative(n)) for n in scenario.address} == EXPECTED_SURVIVORS
