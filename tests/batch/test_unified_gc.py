@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from lakefs_gc.testing.faults import Fault
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
 from tests.batch.conftest import GcEnv, run_cli
 from tests.object_stores import s3_client
@@ -57,7 +58,23 @@ def check_unified_gc(env: GcEnv, capsys: pytest.CaptureFixture[str], namespace: 
 
 
 def test_unified_gc_local(local_env: GcEnv, capsys: pytest.CaptureFixture[str], spark: SparkSession) -> None:
-    check_unified_gc(local_env, capsys, "local://unified")
+    # count the range-location calls the executors make: each distinct range is resolved and read once
+    faults = local_env.server.faults
+    ranges = faults.inject(Fault(method="GET", path=r"/metadata/range/[^/]+$", rewrite=lambda body: body))
+    metaranges = faults.inject(
+        Fault(method="GET", path=r"/metadata/meta_range/[^/]+$", rewrite=lambda body: body)
+    )
+    store = check_unified_gc(local_env, capsys, "local://unified")
+    (summary_path,) = (local_env.storage_root / "unified/_lakefs/retention/gc/unified").glob("*/summary.json")
+    summary = json.loads(summary_path.read_text())
+    assert faults.hits(ranges) == summary["num_ranges"] > 0
+    assert faults.hits(metaranges) == summary["num_metaranges"] == 4
+    assert summary["kept"] == {
+        "committed": {"objects": 3, "bytes": 18},
+        "uncommitted": {"objects": 1, "bytes": 6},
+        "too_young": {"objects": 0, "bytes": 0},
+    }
+    assert store.exists("_lakefs/dummy")
     marked = spark.read.parquet(
         str(local_env.storage_root / "unified/_lakefs/retention/gc/unified") + "/*/deleted"
     )
