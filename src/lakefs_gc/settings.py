@@ -53,6 +53,15 @@ class GcOptions(BaseModel):
         description="How long lakeFS may take to compute the active commits (large repositories: minutes).",
     )
 
+    sweep_concurrency: int = Field(
+        default=8,
+        ge=1,
+        le=64,
+        description="Bulk-delete requests in flight per Spark task. Stores answer in tens to hundreds of "
+        "milliseconds, so a few requests per task keep the sweep from waiting; lower it if the store "
+        "throttles (S3 SlowDown, Azure ServerBusy).",
+    )
+
     @field_validator("min_age", "unsafe_min_age", "prepare_commits_timeout", mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:

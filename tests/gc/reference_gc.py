@@ -14,11 +14,13 @@ and the listing from walking the storage namespace on the local disk.
   ``data/`` (lakeFS's client lists it under a key that does not exist, internals §1.5).
 * visible on a branch = staged and committed entries with tombstones applied; a tombstone hides a
   committed entry, but that entry is in the branch's HEAD commit, which is always active.
+* ``restaged_identical`` names the referenced addresses lakeFS's own exports miss: a staged entry with
+  the same identity as the HEAD entry it shadows (the same bytes uploaded again) but another address.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -66,14 +68,11 @@ class References:
     """Referenced addresses, each with the (ref, path) readings that reach it."""
 
     readings: dict[str, list[Reading]] = field(default_factory=dict)
-    outside: int = 0  # entries whose physical address is outside the namespace (never collected)
     #: staged entries equal in content (lakeFS identity) to the HEAD entry they shadow, at another address
     restaged_identical: set[str] = field(default_factory=set)
 
     def add(self, address: str | None, reading: Reading) -> None:
-        if address is None:
-            self.outside += 1
-        else:
+        if address is not None:  # None: outside the namespace, never listed, never collected
             self.readings.setdefault(address, []).append(reading)
 
     @property
@@ -121,11 +120,10 @@ def build_model(
     created: Collection[str],
     rules: Rules,
     now: datetime,
-    active: Callable[..., set[str]] = reference_active,
 ) -> Model:
     """Read the repository back through the API and the namespace from disk."""
     graph = read_graph(lakefs, repo, created)
-    active_commits = active(graph.nodes, graph.branches, rules, now)
+    active_commits = reference_active(graph.nodes, graph.branches, rules, now)
     references = References()
     at_commit: dict[str, dict[str, Any]] = {}
     for commit_id in sorted(active_commits):

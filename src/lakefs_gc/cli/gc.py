@@ -98,6 +98,10 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
         "--unsafe-min-age", metavar="DURATION",
         help="force a min age below lakeFS's grace period (tests only: may delete objects being linked)",
     )  # fmt: skip
+    safety.add_argument(
+        "--sweep-concurrency", type=int, metavar="N",
+        help="bulk-delete requests in flight per Spark task (default 8; lower it if the store throttles)",
+    )  # fmt: skip
     lakefs = parser.add_argument_group("lakeFS")
     lakefs.add_argument("--lakefs-endpoint", metavar="URL", help="lakeFS URL (with or without /api/v1)")
     lakefs.add_argument("--lakefs-access-key-id", metavar="KEY")
@@ -152,7 +156,11 @@ def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> GcS
                 "tenant_id": args.azure_tenant_id,
             },
         },
-        "gc": {"min_age": args.min_age, "unsafe_min_age": args.unsafe_min_age},
+        "gc": {
+            "min_age": args.min_age,
+            "unsafe_min_age": args.unsafe_min_age,
+            "sweep_concurrency": args.sweep_concurrency,
+        },
         "spark": {"master": args.spark_master, "conf": conf or None, "parallelism": args.parallelism},
         "repositories": tuple(args.repos) if args.repos else None,
     }

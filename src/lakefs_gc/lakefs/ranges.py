@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING
 from lakefs_gc.errors import ExportError
 from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.lakefs.addresses import normalize_committed_address
-from lakefs_gc.sstable import SSTableReader, iter_metarange, iter_range_addresses
+from lakefs_gc.sstable import SSTableReader, iter_range_addresses
+from lakefs_gc.sstable.graveler import iter_metarange_range_ids
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 
 if TYPE_CHECKING:
@@ -23,8 +24,7 @@ if TYPE_CHECKING:
 
 def range_ids_of_metarange(reader: SSTableReader) -> Iterator[str]:
     """The range ids (entry identities) a metarange lists, in key order."""
-    for _max_key, range_id, _data in iter_metarange(reader):
-        yield range_id
+    yield from iter_metarange_range_ids(reader)
 
 
 def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Iterator[str]:

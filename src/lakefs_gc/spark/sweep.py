@@ -11,7 +11,9 @@ counts are then added to the summary. Per-key failures are data, not exceptions.
 from __future__ import annotations
 
 import logging
+from collections import deque
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
@@ -84,7 +86,7 @@ def sweep_run(
     parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
     say(f"{repository}: sweeping mark {mark_id} ({summary.get('num_deleted_objects')} objects marked)")
     marked = marked_frame(spark, report, parallelism=parallelism).repartition(parallelism)
-    body = _SweepPartition(report, new_part_tag())
+    body = _SweepPartition(report, new_part_tag(), settings.gc.sweep_concurrency)
     try:
         rows = marked.mapInArrow(body, "deleted long, missing long, failed long").collect()
     except Exception as e:
@@ -109,11 +111,18 @@ def sweep_run(
 
 
 class _SweepPartition:
-    """Delete one partition's addresses in bulk and record every outcome (runs on an executor)."""
+    """Delete one partition's addresses in bulk and record every outcome (runs on an executor).
 
-    def __init__(self, report: ReportDir, tag: str) -> None:
+    Object stores answer a bulk delete in tens to hundreds of milliseconds, mostly waiting: with
+    one request per task the sweep would run at (task slots x one request) and lose to a plain
+    loop. So each task keeps ``concurrency`` requests in flight on one thread-safe client, and
+    records the outcomes on its own thread, in order, as they complete.
+    """
+
+    def __init__(self, report: ReportDir, tag: str, concurrency: int) -> None:
         self.report = report
         self.tag = tag
+        self.concurrency = concurrency
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -121,44 +130,63 @@ class _SweepPartition:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         fs, base = self.report.filesystem()
-        path = f"{base}/{SWEPT}/{part_name(partition, self.tag, '.snappy.parquet')}"
-        counts = dict.fromkeys(OUTCOMES, 0)
+        recorder = _Recorder(fs, f"{base}/{SWEPT}/{part_name(partition, self.tag, '.snappy.parquet')}")
         deleter = deleter_for(self.report.namespace, self.report.options)
-        writer: pq.ParquetWriter | None = None
         try:
-            pending: list[str] = []
-            for batch in batches:
-                pending.extend(batch.column("address").to_pylist())
-                while len(pending) >= deleter.max_batch:
-                    chunk, pending = pending[: deleter.max_batch], pending[deleter.max_batch :]
-                    writer = self._delete(deleter, chunk, fs, path, writer, counts)
-            if pending:
-                writer = self._delete(deleter, pending, fs, path, writer, counts)
+            with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sweep") as pool:
+                in_flight: deque[tuple[list[str], Future[list[Any]]]] = deque()
+                for chunk in _chunks(batches, deleter.max_batch):
+                    in_flight.append((chunk, pool.submit(deleter.delete, chunk)))
+                    while len(in_flight) > 2 * self.concurrency:
+                        recorder.record(*_done(in_flight.popleft()))
+                while in_flight:
+                    recorder.record(*_done(in_flight.popleft()))
         finally:
             deleter.close()
-            if writer is not None:
-                writer.close()
-        yield pa.RecordBatch.from_pydict({o: [counts[o]] for o in OUTCOMES})
+            recorder.close()
+        yield pa.RecordBatch.from_pydict({o: [recorder.counts[o]] for o in OUTCOMES})
 
-    @staticmethod
-    def _delete(
-        deleter: Any,
-        addresses: list[str],
-        fs: Any,
-        path: str,
-        writer: pq.ParquetWriter | None,
-        counts: dict[str, int],
-    ) -> pq.ParquetWriter:
-        outcomes = deleter.delete(addresses)
-        if len(outcomes) != len(addresses):
-            raise RuntimeError(f"deleter returned {len(outcomes)} outcomes for {len(addresses)} addresses")
-        rows: dict[str, list[Any]] = {"address": [], "outcome": [], "error": []}
+
+def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[str]]:
+    pending: list[str] = []
+    for batch in batches:
+        pending.extend(batch.column("address").to_pylist())
+        while len(pending) >= size:
+            yield pending[:size]
+            pending = pending[size:]
+    if pending:
+        yield pending
+
+
+def _done(item: tuple[list[str], Future[list[Any]]]) -> tuple[list[str], list[Any]]:
+    addresses, future = item
+    return addresses, future.result()
+
+
+class _Recorder:
+    """Counts outcomes and appends them to the task's ``swept/`` part file."""
+
+    def __init__(self, fs: Any, path: str) -> None:
+        self.fs, self.path = fs, path
+        self.counts = dict.fromkeys(OUTCOMES, 0)
+        self.writer: pq.ParquetWriter | None = None
+
+    def record(self, addresses: list[str], outcomes: list[Any]) -> None:
+        if [o.address for o in outcomes] != addresses:
+            raise RuntimeError(
+                f"the deleter answered {len(outcomes)} outcomes for {len(addresses)} other addresses"
+            )
+        rows: dict[str, list[Any]] = {"address": addresses, "outcome": [], "error": []}
         for outcome in outcomes:
-            rows["address"].append(outcome.address)
             rows["outcome"].append(outcome.outcome)
             rows["error"].append(outcome.error)
-            counts[outcome.outcome] += 1
-        if writer is None:
-            writer = pq.ParquetWriter(open_report_output(fs, path), SWEPT_SCHEMA, compression="snappy")
-        writer.write_batch(pa.RecordBatch.from_pydict(rows, schema=SWEPT_SCHEMA))
-        return writer
+            self.counts[outcome.outcome] += 1
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(
+                open_report_output(self.fs, self.path), SWEPT_SCHEMA, compression="snappy"
+            )
+        self.writer.write_batch(pa.RecordBatch.from_pydict(rows, schema=SWEPT_SCHEMA))
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
