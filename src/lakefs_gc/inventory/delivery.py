@@ -1,0 +1,61 @@
+"""One inventory delivery, whatever the cloud: where its data files are and what they hold.
+
+A delivery becomes a snapshot only when it is complete and verified (checksums, schema); until
+then it is "not yet", and a delivery that cannot be trusted is rejected with an
+:class:`InventoryError` naming the file and the reason (invariant 4: an incomplete inventory never
+reads as "these objects do not exist").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Literal
+
+import pyarrow as pa
+
+from lakefs_gc.errors import GcError
+
+Flavour = Literal["s3", "azure"]
+FileFormat = Literal["csv", "parquet", "orc"]
+
+#: the rows every reader yields: one current object version per row
+INVENTORY_SCHEMA = pa.schema(
+    [
+        ("bucket", pa.string()),  # S3 bucket or Azure container
+        ("key", pa.string()),  # object key / blob name inside it (decoded)
+        ("size", pa.int64()),
+        ("last_modified", pa.timestamp("us", tz="UTC")),
+        ("etag", pa.string()),
+    ]
+)
+
+
+class InventoryError(GcError):
+    """A delivery cannot be used: incomplete, corrupt, or not understood. Names file and reason."""
+
+    exit_code = 7
+
+
+@dataclass(frozen=True)
+class DataFile:
+    """One data file of a delivery, as the manifest lists it."""
+
+    path: str  # path inside the delivery's filesystem (pyarrow.fs)
+    format: FileFormat
+    size: int | None = None
+    md5: str | None = None  # hex MD5 the manifest promises, verified before reading
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A complete delivery (its manifest was found, its completion marker present and verified)."""
+
+    id: str  # stable id used as a streaming offset: the manifest's path
+    flavour: Flavour
+    manifest_path: str
+    snapshot_time: datetime  # S3 creationTimestamp / Azure inventoryCompletionTime, UTC
+    source: str  # source bucket (S3) or storage account (Azure)
+    columns: tuple[str, ...]  # data columns in file order, from the manifest
+    files: tuple[DataFile, ...]
+    versioned: bool = False
