@@ -22,7 +22,6 @@ import json
 import posixpath
 import re
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -33,7 +32,15 @@ import pyarrow.csv as pacsv
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, FileFormat, InventoryError
+from lakefs_gc.inventory.delivery import (
+    INVENTORY_SCHEMA,
+    DataFile,
+    Delivery,
+    DiscoveryResult,
+    FileFormat,
+    InventoryError,
+    check_data_files,
+)
 
 _MANIFEST_RE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})/(\d{2}-\d{2}-\d{2})/([^/]+)/([^/]+)-manifest\.json$")
 _FORMATS: Mapping[str, FileFormat] = {"csv": "csv", "parquet": "parquet"}
@@ -44,15 +51,6 @@ _CONTENT_LENGTH = ("Content-Length", "ContentLength")
 _ETAG = ("ETag", "Etag")
 _FRACTION_RE = r"(\.\d{6})\d+"  # Azure may write 7 fractional digits; pyarrow parses at most 6 (us)
 _TS = pa.timestamp("us", tz="UTC")
-
-
-@dataclass(frozen=True)
-class DiscoveryResult:
-    """What :func:`discover` found: usable deliveries, runs not finished yet, runs that cannot be trusted."""
-
-    complete: list[Delivery] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)  # manifest paths
-    rejected: list[InventoryError] = field(default_factory=list)
 
 
 def discover(fs: pafs.FileSystem, destination_path: str, *, rule_name: str | None = None) -> DiscoveryResult:
@@ -109,15 +107,8 @@ def load_manifest(fs: pafs.FileSystem, manifest_path: str) -> Delivery:
 
 def verify_delivery(fs: pafs.FileSystem, delivery: Delivery) -> None:
     """Every data file exists with the manifest's size, and CSV headers / Parquet schemas hold its columns."""
-    infos = fs.get_file_info([f.path for f in delivery.files])
-    for data_file, info in zip(delivery.files, infos, strict=True):
-        if info.type != pafs.FileType.File:
-            raise InventoryError(f"{data_file.path}: data file listed in {delivery.manifest_path} is missing")
-        if data_file.size is not None and info.size != data_file.size:
-            raise InventoryError(
-                f"{data_file.path}: size {info.size} differs from {data_file.size} "
-                f"in {delivery.manifest_path}"
-            )
+    check_data_files(fs, delivery)
+    for data_file in delivery.files:
         if data_file.format == "csv":
             _check_columns(delivery, data_file, _csv_header(fs, data_file.path))
         else:

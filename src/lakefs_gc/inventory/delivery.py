@@ -8,11 +8,12 @@ reads as "these objects do not exist").
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 
 from lakefs_gc.errors import GcError
 
@@ -59,3 +60,25 @@ class Delivery:
     columns: tuple[str, ...]  # data columns in file order, from the manifest
     files: tuple[DataFile, ...]
     versioned: bool = False
+
+
+@dataclass(frozen=True)
+class DiscoveryResult:
+    """What a scan of a destination found: usable, not-yet-complete, and untrustworthy deliveries."""
+
+    complete: list[Delivery] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)  # manifest paths without a completion marker
+    rejected: list[InventoryError] = field(default_factory=list)
+
+
+def check_data_files(fs: pafs.FileSystem, delivery: Delivery) -> None:
+    """Every data file the manifest lists exists, with the size it promises (when it gives one)."""
+    infos = fs.get_file_info([f.path for f in delivery.files])
+    for data_file, info in zip(delivery.files, infos, strict=True):
+        if info.type != pafs.FileType.File:
+            raise InventoryError(f"{data_file.path}: data file listed in {delivery.manifest_path} is missing")
+        if data_file.size is not None and info.size != data_file.size:
+            raise InventoryError(
+                f"{data_file.path}: size {info.size} differs from {data_file.size} "
+                f"in {delivery.manifest_path}"
+            )

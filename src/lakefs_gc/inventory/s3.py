@@ -33,7 +33,6 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 from urllib.parse import quote, unquote
@@ -49,8 +48,10 @@ from lakefs_gc.inventory.delivery import (
     INVENTORY_SCHEMA,
     DataFile,
     Delivery,
+    DiscoveryResult,
     FileFormat,
     InventoryError,
+    check_data_files,
 )
 
 MANIFEST = "manifest.json"
@@ -80,15 +81,6 @@ def _norm(name: str) -> str:
 
 def _join(*parts: str) -> str:
     return "/".join(p.strip("/") if i else p.rstrip("/") for i, p in enumerate(parts) if p)
-
-
-@dataclass(frozen=True)
-class DiscoveryResult:
-    """What a scan of a destination found: usable, not-yet-complete, and untrustworthy deliveries."""
-
-    complete: list[Delivery] = field(default_factory=list)
-    pending: list[str] = field(default_factory=list)  # manifest paths without a completion marker
-    rejected: list[InventoryError] = field(default_factory=list)
 
 
 # --------------------------------------------------------------------------------------------
@@ -136,7 +128,7 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, verify_data: bool = 
             continue
         try:
             delivery = load_manifest(fs, manifest_path, verify_checksum=True)
-            _check_files_exist(fs, delivery)
+            check_data_files(fs, delivery)
             if verify_data:
                 for data_file in delivery.files:
                     for _ in read_data_file(fs, delivery, data_file):
@@ -147,18 +139,6 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, verify_data: bool = 
         result.complete.append(delivery)
     result.complete.sort(key=lambda x: (x.snapshot_time, x.id))
     return result
-
-
-def _check_files_exist(fs: pafs.FileSystem, delivery: Delivery) -> None:
-    infos = fs.get_file_info([f.path for f in delivery.files])
-    for data_file, info in zip(delivery.files, infos, strict=True):
-        if info.type != pafs.FileType.File:
-            raise InventoryError(f"{data_file.path}: data file listed in {delivery.manifest_path} is missing")
-        if data_file.size is not None and info.size != data_file.size:
-            raise InventoryError(
-                f"{data_file.path}: size {info.size} differs from {data_file.size} in "
-                f"{delivery.manifest_path}"
-            )
 
 
 # --------------------------------------------------------------------------------------------
