@@ -27,7 +27,7 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.gc.reports import MarkReportError, MarkSummary, parse_summary, report_dir
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
 if TYPE_CHECKING:
@@ -157,29 +157,20 @@ def rewrite_summary(report: ReportDir, body: dict[str, Any]) -> None:
 # ---- reading --------------------------------------------------------------------------------
 
 
-def read_summary(report: ReportDir, *, require_success: bool = True) -> dict[str, Any]:
-    """The mark's summary; refuses a missing mark and (by default) a failed one, like lakeFS."""
+def read_summary(report: ReportDir) -> dict[str, Any]:
+    """The mark's summary; refuses a missing mark and a failed one, like lakeFS."""
     fs, base = report.filesystem()
-    path = f"{base}/{SUMMARY}"
     try:
-        with fs.open_input_stream(path) as stream:
+        with fs.open_input_stream(f"{base}/{SUMMARY}") as stream:
             text = stream.read().decode("utf-8")
-    except FileNotFoundError as e:
-        raise MarkReportError(f"Mark ID ({report.mark_id}) does not exist: no {report.child(SUMMARY)}") from e
-    except (OSError, UnicodeDecodeError) as e:
-        if "not found" in str(e).lower() or "does not exist" in str(e).lower():
+    except OSError as e:
+        if is_not_found(e):
             raise MarkReportError(
                 f"Mark ID ({report.mark_id}) does not exist: no {report.child(SUMMARY)}"
             ) from e
         raise StorageError(f"cannot read {report.child(SUMMARY)}: {e}") from e
-    if not require_success:
-        try:
-            body = json.loads(text)
-        except ValueError as e:
-            raise MarkReportError(f"{report.child(SUMMARY)} is not JSON: {e}") from e
-        if not isinstance(body, dict):
-            raise MarkReportError(f"{report.child(SUMMARY)} is not a JSON object")
-        return body
+    except UnicodeDecodeError as e:
+        raise StorageError(f"cannot read {report.child(SUMMARY)}: {e}") from e
     return parse_summary(text, str(report.child(SUMMARY)))
 
 

@@ -95,12 +95,11 @@ def sweep_run(
         raise job_failure(e, f"sweep of mark {mark_id} of {repository}") from e
     counts = {o: sum(int(r[o]) for r in rows) for o in OUTCOMES}
     finish_swept(report)
-    current = read_summary(report)
-    current["sweep"] = {
+    summary["sweep"] = {
         **counts,
         "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
     }
-    rewrite_summary(report, current)
+    rewrite_summary(report, summary)
     say(
         f"{repository}: swept mark {mark_id}: {counts['deleted']} deleted, {counts['missing']} missing, "
         f"{counts['failed']} failed; outcomes in {report.child(SWEPT)}"

@@ -187,6 +187,18 @@ class StorageOptions(BaseModel):
     )
 
 
+def is_not_found(error: OSError) -> bool:
+    """True when a ``pyarrow.fs`` read failed because the object does not exist.
+
+    Local files raise ``FileNotFoundError``; the S3 and Azure filesystems raise a plain ``OSError``
+    whose message says so.
+    """
+    if isinstance(error, FileNotFoundError):
+        return True
+    message = str(error).lower()
+    return "not found" in message or "does not exist" in message
+
+
 def filesystem_for(location: StorageLocation, options: StorageOptions) -> tuple[pafs.FileSystem, str]:
     """A filesystem able to read ``location`` and the path of ``location`` inside it."""
     if location.kind == "local":

@@ -17,7 +17,7 @@ import pyarrow.fs as pafs
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.storage.clients import azure_container_client, s3_client
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace, uri_scheme
 
 
@@ -61,10 +61,8 @@ class NamespaceStore:
         try:
             with self.fs.open_input_stream(self.path(key)) as f:
                 return bytes(f.read())
-        except FileNotFoundError:
-            return None
         except OSError as e:
-            if "not found" in str(e).lower() or "does not exist" in str(e).lower():
+            if is_not_found(e):
                 return None
             raise StorageError(f"cannot read {self.qualified(key)}: {e}") from e
 
