@@ -12,6 +12,7 @@ and nothing is written. The report is written last, only after every reference w
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,6 +32,7 @@ from lakefs_gc.spark.failures import is_spark_failure, job_failure
 from lakefs_gc.spark.listing import ListingPlan, listed_objects, plan_listing
 from lakefs_gc.spark.references import committed_frames, uncommitted_frame
 from lakefs_gc.spark.reports import ReportDir, write_marked, write_summary
+from lakefs_gc.sstable.catalog import epoch_ns
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 
@@ -255,8 +257,8 @@ class _MarkRun:
             run_id=self.run_id,
             success=success,
             first_slice=self.first_slice,
-            start_time_ns=_epoch_ns(self.start),
-            cutoff_time_ns=_epoch_ns(self.cutoff.time),
+            start_time_ns=epoch_ns(self.start),
+            cutoff_time_ns=epoch_ns(self.cutoff.time),
             num_deleted_objects=marked,
             extra=body,
         )
@@ -272,8 +274,6 @@ class _MarkRun:
             self.say(f"{self.repo.id}: mark {self.run_id} FAILED; wrote success=false to {self.report}")
 
     def _result(self, summary: MarkSummary) -> MarkResult:
-        import json
-
         return MarkResult(
             repository=self.repo.id,
             mark_id=self.run_id,
@@ -282,8 +282,3 @@ class _MarkRun:
             report_location=str(self.report),
             storage_namespace=self.repo.storage_namespace,
         )
-
-
-def _epoch_ns(t: datetime) -> int:
-    delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
-    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000

@@ -54,6 +54,12 @@ class Entry:
         return datetime.fromtimestamp(seconds, tz=timezone.utc).replace(microsecond=nanos // 1000)
 
 
+def epoch_ns(t: datetime) -> int:
+    """Nanoseconds since the Unix epoch of an aware datetime, exactly (no float rounding)."""
+    delta = t - datetime(1970, 1, 1, tzinfo=timezone.utc)
+    return (delta.days * 86_400 + delta.seconds) * 1_000_000_000 + delta.microseconds * 1_000
+
+
 def format_rfc3339_ns(epoch_ns: int) -> str:
     """RFC 3339 UTC with nanoseconds as Go prints them (trailing zeros trimmed)."""
     seconds, nanos = divmod(epoch_ns, 1_000_000_000)

@@ -14,7 +14,7 @@ from typing import Any
 
 from lakefs_gc.lakefs.xid import new_descending_xid, new_xid, xid_time
 from lakefs_gc.sstable import AddressType, Entry
-from lakefs_gc.sstable.catalog import decode_entry, encode_entry
+from lakefs_gc.sstable.catalog import decode_entry, encode_entry, epoch_ns
 from lakefs_gc.testing.context import BadRequest, Gone, NotFound, PreconditionFailed, ServerContext
 from lakefs_gc.testing.refs import Refs
 from lakefs_gc.testing.store import RepositoryRow
@@ -79,7 +79,7 @@ class Objects:
             address_type=AddressType.RELATIVE,
             size=len(data),
             etag=hashlib.md5(data).hexdigest(),
-            last_modified_ns=_ns(self.ctx.now()),
+            last_modified_ns=epoch_ns(self.ctx.now()),
             content_type=content_type or DEFAULT_CONTENT_TYPE,
         )
         self.store.stage(repo, branch, path, encode_entry(entry))
@@ -107,7 +107,7 @@ class Objects:
             address_type=kind,
             size=int(body.get("size_bytes", 0)),
             etag=str(body.get("checksum", "")),
-            last_modified_ns=_ns(self.ctx.now()),
+            last_modified_ns=epoch_ns(self.ctx.now()),
             content_type=str(body.get("content_type") or DEFAULT_CONTENT_TYPE),
             metadata=dict(body.get("user_metadata") or {}),
         )
@@ -263,7 +263,3 @@ def object_stats(ctx: ServerContext, repository: RepositoryRow, view: ObjectView
 def _check_path(path: str) -> None:
     if not path:
         raise BadRequest("path is required")
-
-
-def _ns(t: datetime) -> int:
-    return int(t.timestamp()) * 1_000_000_000 + t.microsecond * 1000
