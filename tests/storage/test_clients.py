@@ -36,7 +36,7 @@ from lakefs_gc.storage.filesystems import (
 from lakefs_gc.storage.locations import parse_location
 from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service
+from tests.object_stores import azure_options, blob_service, s3_options
 
 # -- a real HTTP server answering with canned responses ------------------------------------------------
 
@@ -160,12 +160,7 @@ def test_s3_anonymous_does_not_sign() -> None:
 
 
 def test_s3_client_talks_to_moto(moto: MotoServer, s3_bucket: str) -> None:
-    options = S3Options(
-        endpoint_url=moto.endpoint_url,
-        region=moto.region,
-        access_key_id=moto.access_key_id,
-        secret_access_key=SecretStr(moto.secret_access_key),
-    )
+    options = s3_options(moto)
     client = s3_client(options)
     client.put_object(Bucket=s3_bucket, Key="a b/c#d?e", Body=b"x")
     listed = client.list_objects_v2(Bucket=s3_bucket)["Contents"]
@@ -204,7 +199,7 @@ def test_azure_account_key_and_sas_reach_azurite(azurite: AzuriteServer, azure_c
     location = parse_location(_azurite_location(azurite, azure_container))
     by_key = azure_container_client(
         location,
-        AzureOptions(account_key=SecretStr(azurite.account_key), blob_endpoint=azurite.blob_endpoint),
+        azure_options(azurite),
     )
     assert _roundtrip(by_key, "repo/k") == b"payload"
     sas = generate_container_sas(

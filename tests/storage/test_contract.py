@@ -20,14 +20,13 @@ from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
-from pydantic import SecretStr
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.storage.filesystems import AzureOptions, S3Options, StorageOptions, filesystem_for
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service, s3_client
+from tests.object_stores import azure_options, blob_service, s3_client, s3_options
 
 KEYS = {
     "plain": "data/plain-object.bin",
@@ -40,6 +39,7 @@ KEYS = {
     "long-1KiB": "",  # built per backend: the whole key in the store is 1024 bytes
 }
 KEY_LIMIT = 1024
+
 
 class NativeStore(ABC):
     """Direct access to a backend, bypassing pyarrow: the oracle the ports are checked against."""
@@ -181,12 +181,7 @@ def local_backend(tmp_path: Path) -> Backend:
 
 @pytest.fixture
 def s3_backend(moto: MotoServer, s3_bucket: str) -> Backend:
-    s3 = S3Options(
-        endpoint_url=moto.endpoint_url,
-        region=moto.region,
-        access_key_id=moto.access_key_id,
-        secret_access_key=SecretStr(moto.secret_access_key),
-    )
+    s3 = s3_options(moto)
     namespace = f"s3://{s3_bucket}/{_repo()}"
     native = S3Native(parse_storage_namespace(namespace), moto)
     return Backend(namespace, StorageOptions(s3=s3), native)
@@ -194,7 +189,7 @@ def s3_backend(moto: MotoServer, s3_bucket: str) -> Backend:
 
 @pytest.fixture
 def azure_backend(azurite: AzuriteServer, azure_container: str) -> Backend:
-    azure = AzureOptions(account_key=SecretStr(azurite.account_key), blob_endpoint=azurite.blob_endpoint)
+    azure = azure_options(azurite)
     namespace = f"https://{azurite.account_name}.blob.core.windows.net/{azure_container}/{_repo()}"
     return Backend(
         namespace, StorageOptions(azure=azure), AzureNative(parse_storage_namespace(namespace), azurite)
@@ -208,7 +203,6 @@ def key(request: pytest.FixtureRequest, backend: Backend) -> str:
     key = backend.long_key()
     assert len(backend.native.full_key(key).encode()) == KEY_LIMIT
     return key
-
 
 
 class FilesystemContract:

@@ -30,7 +30,7 @@ from lakefs_gc.storage.deleters import (
 from lakefs_gc.storage.filesystems import S3Options, StorageOptions
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
 from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service
+from tests.object_stores import blob_service, s3_options
 from tests.storage import test_contract as contract
 from tests.storage.test_clients import Request, stub_server
 from tests.storage.test_contract import KEYS, Backend
@@ -277,12 +277,7 @@ def test_s3_error_codes_map_to_outcomes() -> None:
 
 
 def test_s3_keys_join_the_namespace_prefix_exactly(moto: MotoServer, s3_bucket: str) -> None:
-    options = S3Options(
-        endpoint_url=moto.endpoint_url,
-        region=moto.region,
-        access_key_id=moto.access_key_id,
-        secret_access_key=SecretStr(moto.secret_access_key),
-    )
+    options = s3_options(moto)
     client = s3_client(options)
     client.put_object(Bucket=s3_bucket, Key="data/s/x", Body=b"1")  # namespace at the bucket root
     client.put_object(Bucket=s3_bucket, Key="a/b/data/s/x", Body=b"1")
