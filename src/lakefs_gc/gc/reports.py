@@ -15,7 +15,6 @@ from typing import Any
 from lakefs_gc.errors import GcError
 
 REPORTS_PREFIX = "_lakefs/retention/gc/unified"
-LAKEFS_SUMMARY_KEYS = ("run_id", "success", "first_slice", "start_time", "cutoff_time", "num_deleted_objects")
 
 
 class MarkReportError(GcError):
