@@ -57,7 +57,7 @@ def run_cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, list[d
     return code, lines, err
 
 
-def _env(
+def gc_env(
     tmp_path: Path,
     options: StorageOptions,
     blockstores: tuple[str, ...],
@@ -76,7 +76,7 @@ def _env(
 
 @pytest.fixture
 def local_env(tmp_path: Path) -> Iterator[GcEnv]:
-    yield from _env(tmp_path, StorageOptions(), ("local",), [])
+    yield from gc_env(tmp_path, StorageOptions(), ("local",), [])
 
 
 @pytest.fixture
@@ -98,4 +98,4 @@ def cloud_env(tmp_path: Path, moto: MotoServer, azurite: AzuriteServer) -> Itera
         "--config", str(config), "--s3-endpoint", moto.endpoint_url, "--s3-region", moto.region,
         "--azure-blob-endpoint", azurite.blob_endpoint, "--azure-account-key", azurite.account_key,
     ]  # fmt: skip
-    yield from _env(tmp_path, options, ("local", "s3", "azure"), extra)
+    yield from gc_env(tmp_path, options, ("local", "s3", "azure"), extra)

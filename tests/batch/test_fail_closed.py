@@ -22,7 +22,7 @@ from lakefs_gc.sstable.graveler import table_type
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.faults import Fault
-from tests.batch.conftest import GcEnv, _env, run_cli
+from tests.batch.conftest import GcEnv, gc_env, run_cli
 from tests.testing.unified_gc import UnifiedGcScenario, build_unified_gc
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -55,7 +55,7 @@ def case(tmp_path: Path) -> Iterator[Case]:
     lakefs = {"max_attempts": 2, "retry_base_delay": 0.01, "retry_max_delay": 0.05, "read_timeout": 1.0}
     config.write_text(yaml.safe_dump({"lakefs": lakefs, "gc": {"prepare_commits_timeout": "20s"}}))
     paged = ServerSettings(uncommitted_page_entries=1)  # one staged entry per dump page
-    for env in _env(tmp_path, StorageOptions(), ("local",), ["--config", str(config)], paged):
+    for env in gc_env(tmp_path, StorageOptions(), ("local",), ["--config", str(config)], paged):
         scenario = build_unified_gc(env.lakefs, REPO, f"local://{REPO}")
         for name in ("staged_a", "staged_b"):  # a dump of three pages
             env.lakefs.upload(REPO, "main", name, name.encode())

@@ -117,4 +117,3 @@ def test_ranges_written_by_the_server_read_back_with_dump_and_sst_dump(
     assert [e["key"] for e in entries] == sorted(paths)
     assert all(e["address_type"] == "RELATIVE" and e["address"].startswith("data/") for e in entries)
     assert len(sst_dump(metarange)) == len(ranges)
-

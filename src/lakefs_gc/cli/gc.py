@@ -98,10 +98,6 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
         "--unsafe-min-age", metavar="DURATION",
         help="force a min age below lakeFS's grace period (tests only: may delete objects being linked)",
     )  # fmt: skip
-    safety.add_argument(
-        "--sweep-concurrency", type=int, metavar="N",
-        help="bulk-delete requests in flight per Spark task (default 8; lower it if the store throttles)",
-    )  # fmt: skip
     lakefs = parser.add_argument_group("lakeFS")
     lakefs.add_argument("--lakefs-endpoint", metavar="URL", help="lakeFS URL (with or without /api/v1)")
     lakefs.add_argument("--lakefs-access-key-id", metavar="KEY")
@@ -126,6 +122,10 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
     spark.add_argument(
         "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeat)"
     )
+    spark.add_argument(
+        "--sweep-concurrency", type=int, metavar="N",
+        help="bulk-delete requests in flight per Spark task (default 8; lower it if the store throttles)",
+    )  # fmt: skip
     spark.add_argument("--parallelism", type=int, metavar="N", help="tasks for listing, ranges and deletes")
 
 
