@@ -139,8 +139,10 @@ class Credentials:
 
     @classmethod
     def generate(cls) -> Credentials:
-        """A fresh key pair shaped like lakeFS's (``AKIA…`` access key id)."""
-        return cls("AKIA" + secrets.token_hex(8).upper(), secrets.token_urlsafe(30))
+        """A fresh key pair shaped like lakeFS's: an ``AKIA…`` access key id and a secret that is the
+        standard base64 of 30 random bytes. (A URL-safe secret could start with ``-``, which no
+        lakeFS secret does and which a command line reads as an option.)"""
+        return cls("AKIA" + secrets.token_hex(8).upper(), base64.b64encode(secrets.token_bytes(30)).decode())
 
 
 PUBLIC_ROUTES = {"/healthcheck", "/setup_lakefs", "/config/version"}
