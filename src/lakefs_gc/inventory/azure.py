@@ -82,7 +82,7 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, rule_name: str | Non
             delivery = _delivery_from(path, root, manifest)
             verify_delivery(fs, delivery)
         except InventoryError as e:
-            rejected.append(e)
+            rejected.append(e.rejecting(path))
             continue
         complete.append(delivery)
     return DiscoveryResult(complete, pending, rejected)

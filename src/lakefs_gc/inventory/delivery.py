@@ -37,6 +37,15 @@ class InventoryError(GcError):
 
     exit_code = 7
 
+    #: the manifest of the delivery this error rejects, when known (discovery sets it), so that
+    #: an ingest report can name the delivery as well as the file and the reason
+    manifest_path: str | None = None
+
+    def rejecting(self, manifest_path: str) -> InventoryError:
+        """This error, recorded as the reason ``manifest_path``'s delivery is rejected."""
+        self.manifest_path = manifest_path
+        return self
+
 
 @dataclass(frozen=True)
 class DataFile:

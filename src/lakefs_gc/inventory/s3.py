@@ -119,9 +119,8 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, verify_data: bool = 
         manifest_path = _join(d, MANIFEST)
         if MANIFEST not in names:
             if CHECKSUM in names:
-                result.rejected.append(
-                    InventoryError(f"{_join(d, CHECKSUM)}: checksum present but {MANIFEST} missing")
-                )
+                error = InventoryError(f"{_join(d, CHECKSUM)}: checksum present but {MANIFEST} missing")
+                result.rejected.append(error.rejecting(manifest_path))
             continue
         if CHECKSUM not in names:
             result.pending.append(manifest_path)
@@ -134,7 +133,7 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, verify_data: bool = 
                     for _ in read_data_file(fs, delivery, data_file):
                         pass
         except InventoryError as e:
-            result.rejected.append(e)
+            result.rejected.append(e.rejecting(manifest_path))
             continue
         result.complete.append(delivery)
     result.complete.sort(key=lambda x: (x.snapshot_time, x.id))
