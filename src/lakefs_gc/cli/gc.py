@@ -13,24 +13,21 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
+from lakefs_gc.cli.options import (
+    SETTINGS_EPILOG,
+    add_settings_options,
+    human_bytes,
+    progress,
+    settings_from_args,
+)
 from lakefs_gc.errors import ConfigError, GcError
-from lakefs_gc.settings import GcSettings, load_settings
+from lakefs_gc.settings import GcSettings
 
-EPILOG = """\
-settings (each from, in increasing priority: --config file, LAKEFS_GC_* environment, flags):
-  lakeFS     --lakefs-endpoint/--lakefs-access-key-id/--lakefs-secret-access-key, else lakectl's
-             LAKECTL_SERVER_ENDPOINT_URL, LAKECTL_CREDENTIALS_* and ~/.lakectl.yaml
-  S3         boto3's credential chain (AWS_* variables, profiles, instance roles); --s3-endpoint for
-             MinIO and friends
-  Azure      --azure-connection-string, --azure-account-key, --azure-sas-token or a service
-             principal (--azure-client-id/--azure-client-secret/--azure-tenant-id)
-  local      --local-root: lakeFS's blockstore.local.path, to resolve local:// namespaces
-  environment: LAKEFS_GC_<SECTION>__<KEY>, e.g. LAKEFS_GC_STORAGE__S3__ENDPOINT_URL,
-             LAKEFS_GC_STORAGE__AZURE__ACCOUNT_KEY, LAKEFS_GC_GC__MIN_AGE=48h, LAKEFS_GC_REPOSITORIES=a,b
-
+EPILOG = (
+    SETTINGS_EPILOG
+    + """
 safety:
   Nothing modified less than --min-age ago (default 24h, raised to lakeFS's grace period) is deleted;
   nothing referenced by an active commit or staged on any branch; nothing outside the storage namespace
@@ -41,6 +38,7 @@ reports: <namespace>/_lakefs/retention/gc/unified/<mark_id>/ with summary.json, 
 column address), deleted.text/ and, after a sweep, swept/ (address, outcome, error) — the layout of
 lakeFS's own GC, so either tool can sweep the other's marks.
 """
+)
 
 COMMANDS: dict[str, tuple[str, str]] = {
     "mark": (
@@ -86,9 +84,10 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
     )  # fmt: skip
     if command == "run":
         target.add_argument("--yes", "-y", action="store_true", help="do not ask before deleting")
-    general = parser.add_argument_group("settings")
-    general.add_argument("--config", type=Path, metavar="FILE", help="YAML settings file (see below)")
-    general.add_argument("--output", choices=("text", "json"), default="text", help="result format (stdout)")
+    groups = add_settings_options(parser)
+    groups["settings"].add_argument(
+        "--output", choices=("text", "json"), default="text", help="result format (stdout)"
+    )
     safety = parser.add_argument_group("safety")
     safety.add_argument(
         "--min-age", metavar="DURATION",
@@ -98,73 +97,21 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
         "--unsafe-min-age", metavar="DURATION",
         help="force a min age below lakeFS's grace period (tests only: may delete objects being linked)",
     )  # fmt: skip
-    lakefs = parser.add_argument_group("lakeFS")
-    lakefs.add_argument("--lakefs-endpoint", metavar="URL", help="lakeFS URL (with or without /api/v1)")
-    lakefs.add_argument("--lakefs-access-key-id", metavar="KEY")
-    lakefs.add_argument(
-        "--lakefs-secret-access-key", metavar="SECRET", help="prefer the environment for secrets"
-    )
-    storage = parser.add_argument_group("storage")
-    storage.add_argument(
-        "--local-root", metavar="PATH", help="lakeFS blockstore.local.path (local:// namespaces)"
-    )
-    storage.add_argument("--s3-endpoint", metavar="URL", help="S3-compatible endpoint (default: AWS)")
-    storage.add_argument("--s3-region", metavar="REGION")
-    storage.add_argument("--azure-blob-endpoint", metavar="URL", help="Azure blob endpoint (e.g. Azurite)")
-    storage.add_argument("--azure-connection-string", metavar="STRING")
-    storage.add_argument("--azure-account-key", metavar="KEY")
-    storage.add_argument("--azure-sas-token", metavar="TOKEN")
-    storage.add_argument("--azure-client-id", metavar="ID")
-    storage.add_argument("--azure-client-secret", metavar="SECRET")
-    storage.add_argument("--azure-tenant-id", metavar="ID")
-    spark = parser.add_argument_group("Spark")
-    spark.add_argument("--spark-master", metavar="URL", help="default: spark-submit's, else local[2]")
-    spark.add_argument(
-        "--spark-conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting (repeat)"
-    )
+    spark = groups["Spark"]
     spark.add_argument(
         "--sweep-concurrency", type=int, metavar="N",
         help="bulk-delete requests in flight per Spark task (default 8; lower it if the store throttles)",
     )  # fmt: skip
-    spark.add_argument("--parallelism", type=int, metavar="N", help="tasks for listing, ranges and deletes")
 
 
-def settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings:
+def gc_settings(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings:
     """The job's settings: file < environment < flags."""
-    conf: dict[str, str] = {}
-    for item in args.spark_conf or []:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"--spark-conf expects KEY=VALUE, got {item!r}")
-        conf[key.strip()] = value
-    overrides: dict[str, Any] = {
-        "lakefs": {
-            "endpoint": args.lakefs_endpoint,
-            "access_key_id": args.lakefs_access_key_id,
-            "secret_access_key": args.lakefs_secret_access_key,
-        },
-        "storage": {
-            "local_root": args.local_root,
-            "s3": {"endpoint_url": args.s3_endpoint, "region": args.s3_region},
-            "azure": {
-                "blob_endpoint": args.azure_blob_endpoint,
-                "connection_string": args.azure_connection_string,
-                "account_key": args.azure_account_key,
-                "sas_token": args.azure_sas_token,
-                "client_id": args.azure_client_id,
-                "client_secret": args.azure_client_secret,
-                "tenant_id": args.azure_tenant_id,
-            },
-        },
-        "gc": {
-            "min_age": args.min_age,
-            "unsafe_min_age": args.unsafe_min_age,
-            "sweep_concurrency": args.sweep_concurrency,
-        },
-        "spark": {"master": args.spark_master, "conf": conf or None, "parallelism": args.parallelism},
-        "repositories": tuple(args.repos) if args.repos else None,
+    gc = {
+        "min_age": args.min_age,
+        "unsafe_min_age": args.unsafe_min_age,
+        "sweep_concurrency": args.sweep_concurrency,
     }
-    return load_settings(environ=environ, config_file=args.config, overrides=overrides)
+    return settings_from_args(args, environ, gc=gc)
 
 
 def validate_run_mode(command: str, repositories: Sequence[str], mark_ids: Sequence[str]) -> None:
@@ -185,14 +132,14 @@ def validate_run_mode(command: str, repositories: Sequence[str], mark_ids: Seque
 
 def run_command(command: str, args: argparse.Namespace) -> int:
     environ = dict(os.environ)
-    settings = settings_from_args(args, environ)
+    settings = gc_settings(args, environ)
     repositories = list(settings.repositories)
     mark_ids = list(args.mark_ids or [])
     validate_run_mode(command, repositories, mark_ids)
     confirm = _confirmer(command, args)
     from lakefs_gc.spark.session import build_session
 
-    _progress("starting Spark")
+    progress("starting Spark")
     spark = build_session(
         "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
     )
@@ -225,16 +172,16 @@ def _mark_and_maybe_sweep(
 ) -> None:
     from lakefs_gc.spark.mark import mark_run
 
-    result = mark_run(spark, settings, repository, progress=_progress)
+    result = mark_run(spark, settings, repository, progress=progress)
     printer.mark(result)
     if command != "run":
         return
     question = (
-        f"Delete {result.marked} objects ({_human_bytes(result.summary.get('num_deleted_bytes', 0))}) "
+        f"Delete {result.marked} objects ({human_bytes(result.summary.get('num_deleted_bytes', 0))}) "
         f"from {result.storage_namespace}?"
     )
     if result.marked and not confirm(question):
-        _progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
+        progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
                   f"--mark-id {result.mark_id}")  # fmt: skip
         return
     _sweep(spark, settings, repository, result.mark_id, printer)
@@ -243,7 +190,7 @@ def _mark_and_maybe_sweep(
 def _sweep(spark: Any, settings: GcSettings, repository: str, mark_id: str, printer: _Printer) -> None:
     from lakefs_gc.spark.sweep import sweep_run
 
-    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=_progress))
+    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=progress))
 
 
 def _confirmer(command: str, args: argparse.Namespace) -> Callable[[str], bool]:
@@ -281,8 +228,8 @@ class _Printer:
         print(f"  cutoff     {s.get('cutoff_time')} ({s.get('cutoff_reason')})")
         print(f"  listed     {s.get('num_listed_objects')} objects")
         for reason, counts in kept.items():
-            print(f"  kept       {counts['objects']} objects ({_human_bytes(counts['bytes'])}): {reason}")
-        print(f"  marked     {result.marked} objects ({_human_bytes(s.get('num_deleted_bytes', 0))})")
+            print(f"  kept       {counts['objects']} objects ({human_bytes(counts['bytes'])}): {reason}")
+        print(f"  marked     {result.marked} objects ({human_bytes(s.get('num_deleted_bytes', 0))})")
         print(f"  report     {result.report_location}")
 
     def sweep(self, result: Any) -> None:
@@ -302,16 +249,3 @@ class _Printer:
     @staticmethod
     def _line(**fields: Any) -> None:
         print(json.dumps(fields, separators=(",", ":")), flush=True)
-
-
-def _progress(message: str) -> None:
-    print(f"lakefs-gc: {message}", file=sys.stderr, flush=True)
-
-
-def _human_bytes(value: Any) -> str:
-    size = float(value or 0)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if size < 1024 or unit == "TiB":
-            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
-        size /= 1024
-    return f"{size} B"
