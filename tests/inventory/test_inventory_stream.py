@@ -23,6 +23,7 @@ from lakefs_gc.spark.ingest import ingest_available
 from lakefs_gc.spark.inventory_source import SourceConfig
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location
+from tests.inventory import test_s3_inventory as s3_cases
 
 T0 = datetime(2026, 11, 1, 6, 0, tzinfo=timezone.utc)
 ROUTES = (NamespaceRoute("alpha", "bkt", "repos/a/"), NamespaceRoute("beta", "bkt", "repos/b/"))
@@ -64,12 +65,13 @@ class Ingest:
         self.checkpoint = tmp_path / "checkpoint"
         self.lines: list[str] = []
 
-    def run(self) -> list[str]:
+    def run(self, routes: tuple[NamespaceRoute, ...] = ROUTES, per_batch: int = 1) -> list[str]:
         config = SourceConfig(
             destination=parse_location(str(self.dest)),
             storage=StorageOptions(),
-            routes=ROUTES,
-            log=StorageLocation("local", "", "/unused"),
+            routes=routes,
+            log=StorageLocation("local", "", "/unused"),  # ingest_available keeps it in the checkpoint
+            max_deliveries_per_batch=per_batch,
         )
         result = ingest_available(self.spark, config, self.table, self.checkpoint, say=self.lines.append)
         return [f"{d.status} {Path(d.id).parent.name}" for d in result.deliveries]
@@ -110,3 +112,28 @@ def test_each_delivery_once_and_only_good_ones(ingest: Ingest) -> None:
     assert all(not a.startswith("_lakefs/") for _, a, _ in rows)
     assert ("alpha", "data/s1/obj-0 +%#ü", first) in rows and ("beta", "data/s2/obj-4 +%#ü", second) in rows
     assert not any(r[2] == bad for r in rows)
+
+
+def test_every_kind_of_bad_input_rejected_beside_a_good_delivery(ingest: Ingest, tmp_path: Path) -> None:
+    """The S3 reader's corruption cases, end to end: found at discovery or on the executors."""
+    ingest.dest = Path(s3_cases.dest(tmp_path))
+    good = s3_cases.write(tmp_path, keys=["a", "b", "c"])
+    reasons = {}
+    for minute, (corrupt, _, reason) in enumerate(s3_cases.CORRUPTIONS.values(), start=1):
+        bad = s3_cases.write(
+            tmp_path, keys=["a", "b"], snapshot_time=s3_cases.SNAPSHOT + timedelta(minutes=minute)
+        )
+        corrupt(tmp_path, bad)
+        reasons[bad] = reason
+
+    ingest.run(routes=(NamespaceRoute("r", "src", ""),), per_batch=len(reasons) + 1)
+
+    deliveries = {d.id: d for d in ingested_deliveries(ingest.table)}
+    assert len(ingest_records(ingest.table)) == 1  # all in one micro-batch
+    assert deliveries[good].status == "ingested" and deliveries[good].repositories == {"r": 3}
+    for manifest, reason in reasons.items():
+        assert deliveries[manifest].status == "rejected", manifest
+        assert reason in " ".join(deliveries[manifest].errors)
+    assert sorted(deliveries) == sorted([good, *reasons])
+    rows = table_rows(ingest)
+    assert rows == [("r", key, good) for key in "abc"]  # nothing of a rejected delivery
