@@ -1,9 +1,11 @@
 """spark-submit entry point for `lakefs-gc mark`.
 
     spark-submit --master <cluster> batch/mark.py --repo REPO [options]
+    spark-submit --master <cluster> batch/mark.py --repo REPO --inventory s3://inventory-bucket/prefix
 
-Every option of `lakefs-gc mark --help` applies; the Spark master and resources come from
-spark-submit. The lakefs-gc package must be installed on the driver and the executors
+Every option of `lakefs-gc mark --help` applies (--inventory: candidates from the newest
+inventory snapshot instead of a listing, its data files read on the executors); the Spark master
+and resources come from spark-submit. The lakefs-gc package must be installed on the driver and the executors
 (e.g. `--py-files` a wheel or an image with it, see deploy/).
 """
 

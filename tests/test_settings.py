@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lakefs_gc.cli.gc import validate_run_mode
-from lakefs_gc.cli.main import main
+from lakefs_gc.cli.gc import gc_settings, validate_run_mode
+from lakefs_gc.cli.main import build_parser, main
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.settings import load_settings
 
@@ -87,6 +87,14 @@ def test_secrets_do_not_leak_into_repr(tmp_path: Path) -> None:
             {"lakefs": {"endpoint": "lakefs:8000", "access_key_id": "a", "secret_access_key": "b"}},
             "http(s) URL",
         ),
+        (
+            {"lakefs": LAKEFS, "gc": {"max_inventory_age": "0s"}},
+            "gc.max_inventory_age: Value error, must be positive",
+        ),
+        (
+            {"lakefs": LAKEFS, "gc": {"inventory": "inventory-bucket/prefix"}},
+            "gc.inventory: Value error, unsupported",
+        ),
         ({"gc": {}}, "missing endpoint"),
         ([1, 2], "must be a YAML mapping"),
     ],
@@ -137,4 +145,48 @@ def test_help_explains(command: str, capsys: pytest.CaptureFixture[str]) -> None
         main([command, "--help"])
     out = capsys.readouterr().out
     for needle in ("--repo", "--min-age", "LAKEFS_GC_", "success=false", "_lakefs/retention/gc/unified"):
+        assert needle in out
+
+
+def test_inventory_settings(tmp_path: Path) -> None:
+    """--inventory/--max-inventory-age on mark and run, from flags, environment or file; default 8 days."""
+    config = write(tmp_path / "gc.yaml", {"lakefs": LAKEFS, "gc": {"inventory": "s3://inv/file"}})
+    assert load_settings(environ={}, config_file=config).gc.max_inventory_age == timedelta(days=8)
+    environ = {"LAKEFS_GC_GC__MAX_INVENTORY_AGE": "36h"}
+    for command in ("mark", "run"):
+        args = build_parser().parse_args([command, "--config", str(config)])
+        settings = gc_settings(args, environ)
+        assert (settings.gc.inventory, settings.gc.max_inventory_age) == (
+            "s3://inv/file",
+            timedelta(hours=36),
+        )
+        flags = ["--inventory", "https://acct.blob.core.windows.net/inventory", "--max-inventory-age", "2d"]
+        settings = gc_settings(build_parser().parse_args([command, "--config", str(config), *flags]), environ)
+        assert settings.gc.inventory == "https://acct.blob.core.windows.net/inventory"
+        assert settings.gc.max_inventory_age == timedelta(days=2)
+    sweep = build_parser().parse_args(["sweep", "--config", str(config)])
+    assert gc_settings(sweep, {}).gc.inventory == "s3://inv/file"  # the file's, harmless: sweep never lists
+
+
+def test_sweep_takes_no_inventory_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["sweep", "--inventory", "s3://inv/prefix"])
+    assert "unrecognized arguments: --inventory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["mark", "run"])
+def test_help_explains_inventory(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for needle in (
+        "--inventory DEST",
+        "S3 Inventory destination prefix",
+        "Azure Blob inventory container",
+        "newest complete, verified inventory snapshot",
+        "Objects created after the snapshot are simply not candidates this time",
+        "--max-inventory-age DURATION",
+        "(default 8d)",
+        "exit code 7",
+    ):
         assert needle in out

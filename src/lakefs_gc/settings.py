@@ -24,10 +24,11 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from lakefs_gc.durations import parse_duration
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.gc.cutoff import DEFAULT_MIN_AGE
 from lakefs_gc.lakefs.settings import LakeFSConnection, default_lakectl_config_path, resolve_connection
 from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import parse_location
 
 ENV_PREFIX = "LAKEFS_GC_"
 _SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories")
@@ -53,6 +54,20 @@ class GcOptions(BaseModel):
         description="How long lakeFS may take to compute the active commits (large repositories: minutes).",
     )
 
+    inventory: str | None = Field(
+        default=None,
+        description="Inventory destination (an S3 Inventory destination prefix such as "
+        "s3://inventory-bucket/prefix, or an Azure inventory container) whose newest complete, verified "
+        "snapshot is the mark's candidate listing instead of listing the namespace. Listing a large "
+        "bucket costs hours and millions of requests; a daily inventory already holds the listing. "
+        "Objects created after the snapshot are simply not candidates this time (never deleted by it).",
+    )
+    max_inventory_age: timedelta = Field(
+        default=timedelta(days=8),
+        description="The newest inventory snapshot must be younger than this when the mark starts, or "
+        "the mark is refused: a stalled inventory configuration must not go unnoticed behind marks that "
+        "keep collecting less and less. 8 days covers a weekly schedule with a day of slack.",
+    )
     sweep_concurrency: int = Field(
         default=8,
         ge=1,
@@ -62,10 +77,30 @@ class GcOptions(BaseModel):
         "throttles (S3 SlowDown, Azure ServerBusy).",
     )
 
-    @field_validator("min_age", "unsafe_min_age", "prepare_commits_timeout", mode="before")
+    @field_validator(
+        "min_age", "unsafe_min_age", "prepare_commits_timeout", "max_inventory_age", mode="before"
+    )
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, str) else value
+
+    @field_validator("max_inventory_age")
+    @classmethod
+    def _positive_age(cls, value: timedelta) -> timedelta:
+        if value <= timedelta(0):
+            raise ValueError("must be positive")
+        return value
+
+    @field_validator("inventory")
+    @classmethod
+    def _destination(cls, value: str | None) -> str | None:
+        """Checked here, so a typo fails before Spark starts and before lakeFS prepares anything."""
+        if value is not None:
+            try:
+                parse_location(value)
+            except StorageError as e:
+                raise ValueError(str(e)) from e
+        return value
 
 
 class SparkOptions(BaseModel):

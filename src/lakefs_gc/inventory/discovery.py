@@ -9,8 +9,9 @@ reader of the delivery's flavour, so nothing above this module branches on the c
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
-from datetime import datetime, timedelta
+import re
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta, timezone
 from typing import Any
 
 import pyarrow as pa
@@ -49,21 +50,26 @@ def discover(fs: pafs.FileSystem, destination_path: str, flavour: Flavour | None
     return merged
 
 
-def newest_snapshot(found: DiscoveryResult, *, now: datetime, max_age: timedelta, where: str) -> Delivery:
-    """The newest complete delivery, refusing none and one older than ``max_age`` (fail closed).
+def newest_snapshot(
+    found: DiscoveryResult,
+    *,
+    now: datetime,
+    max_age: timedelta,
+    where: str,
+    covers: Callable[[Delivery], bool] | None = None,
+    of: str = "",
+) -> Delivery:
+    """The newest complete delivery ``covers`` accepts, refusing none and one older than ``max_age``.
 
-    An older snapshot is never silently used in place of a missing newer one beyond ``max_age``:
-    the operator configured how stale a candidate set may be.
+    Fail closed: an older snapshot is never silently used in place of a missing newer one beyond
+    ``max_age`` (the operator configured how stale a candidate set may be), and a destination
+    holding only other buckets' deliveries is "no inventory", never "an empty bucket". ``of``
+    names what ``covers`` looks for, for the messages (e.g. ``"of bucket b"``).
     """
-    if not found.complete:
-        detail = []
-        if found.pending:
-            detail.append(f"{len(found.pending)} pending")
-        if found.rejected:
-            detail.append(f"{len(found.rejected)} rejected: {found.rejected[-1]}")
-        extra = f" ({'; '.join(detail)})" if detail else ""
-        raise InventoryError(f"{where}: no complete inventory delivery{extra}")
-    newest = found.complete[-1]
+    usable = [d for d in found.complete if covers is None or covers(d)]
+    if not usable:
+        raise InventoryError(f"{where}: no complete inventory delivery{' ' + of if of else ''}{_why(found)}")
+    newest = usable[-1]
     age = now - newest.snapshot_time
     if age > max_age:
         raise InventoryError(
@@ -72,6 +78,60 @@ def newest_snapshot(found: DiscoveryResult, *, now: datetime, max_age: timedelta
             f"{_days(max_age)} (--max-inventory-age)"
         )
     return newest
+
+
+def _why(found: DiscoveryResult) -> str:
+    detail = []
+    if found.complete:
+        sources = sorted({f"{d.flavour} {d.source or '(unknown)'}" for d in found.complete})
+        detail.append(f"{len(found.complete)} complete for other sources: {', '.join(sources)}")
+    if found.pending:
+        detail.append(f"{len(found.pending)} pending, the newest {found.pending[-1]}")
+    if found.rejected:
+        detail.append(f"{len(found.rejected)} rejected: {found.rejected[-1]}")
+    return f" ({'; '.join(detail)})" if detail else ""
+
+
+def newer_unusable(found: DiscoveryResult, chosen: Delivery) -> list[str]:
+    """Pending and rejected deliveries of ``chosen``'s feed that started after it, as messages.
+
+    Using an older snapshot is safe (it only finds less garbage), but a rejected newest delivery
+    means the inventory feed is broken and would silently go stale: the operator must hear of it.
+    A delivery whose time or feed cannot be told from its path is reported too.
+    """
+    chosen_start, chosen_feed = _place(chosen.manifest_path)
+    out: list[str] = []
+    candidates: list[tuple[str | None, str]] = [
+        (p, f"pending (not complete yet): {p}") for p in found.pending
+    ]
+    candidates += [(e.manifest_path, f"rejected: {e}") for e in found.rejected]
+    for path, message in candidates:
+        start, feed = _place(path) if path else (None, None)
+        if feed is not None and chosen_feed is not None and feed != chosen_feed:
+            continue
+        if start is None or chosen_start is None or start > chosen_start:
+            out.append(message)
+    return out
+
+
+def _place(manifest_path: str) -> tuple[datetime | None, str | None]:
+    """When a delivery started and whose it is, from its manifest path: (time, S3 source bucket).
+
+    S3: ``<dest>/<source>/<config>/YYYY-MM-DDTHH-MMZ/manifest.json``; Azure (the destination
+    container is in the source account, so one feed): ``YYYY/MM/DD/HH-MM-SS/<rule>/<rule>-manifest.json``.
+    """
+    s3 = _S3_PLACE.search(manifest_path)
+    if s3:
+        return datetime.strptime(s3.group(2), "%Y-%m-%dT%H-%MZ").replace(tzinfo=timezone.utc), s3.group(1)
+    azure = _AZURE_PLACE.search(manifest_path)
+    if azure:
+        stamp = datetime.strptime(azure.group(1), "%Y/%m/%d/%H-%M-%S").replace(tzinfo=timezone.utc)
+        return stamp, None
+    return None, None
+
+
+_S3_PLACE = re.compile(r"(?:^|/)([^/]+)/[^/]+/(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}Z)/manifest\.json$")
+_AZURE_PLACE = re.compile(r"(?:^|/)(\d{4}/\d{2}/\d{2}/\d{2}-\d{2}-\d{2})/([^/]+)/\2-manifest\.json$")
 
 
 def read_rows(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:

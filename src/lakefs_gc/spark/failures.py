@@ -1,9 +1,10 @@
 """Turning a failed Spark job back into the :class:`GcError` an executor task raised.
 
 Executors raise our own errors (a corrupt range, an unreachable store, lakeFS refusing a range
-location); Spark wraps them in a ``PythonException`` whose text holds the Python traceback. The
-operator should see the original one-line message and the CLI should exit with that error's code,
-so the class and message are recovered from the traceback's last ``lakefs_gc...Error: message``.
+location, an inventory data file failing its MD5 or schema check); Spark wraps them in a
+``PythonException`` whose text holds the Python traceback. The operator should see the original
+one-line message and the CLI should exit with that error's code, so the class and message are
+recovered from the traceback's last ``lakefs_gc...Error: message``.
 """
 
 from __future__ import annotations

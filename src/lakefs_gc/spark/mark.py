@@ -3,7 +3,9 @@
 Order matters and follows lakeFS's design (internals §1.4): the uncommitted dump completes
 before the active commits are computed, and ranges are read after both, so an object committed
 in between is still seen. The listing runs last; anything it sees that is newer than the cutoff
-is kept regardless.
+is kept regardless. With ``gc.inventory`` the candidates come from the newest usable inventory
+snapshot instead (:mod:`lakefs_gc.spark.candidate_source`), chosen before the dump so that a
+refused inventory leaves no mark behind.
 
 Fail closed (invariant 4): any error after the dump leaves a ``summary.json`` with
 ``success=false`` (so no sweep can follow it) and is raised; before the dump there is no mark id
@@ -27,9 +29,9 @@ from lakefs_gc.gc.reports import MarkSummary
 from lakefs_gc.lakefs.client import LakeFSClient, Repository
 from lakefs_gc.lakefs.exports import read_commits_csv, uncommitted_files
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedDumpError
+from lakefs_gc.spark.candidate_source import CandidateSource, candidate_source
 from lakefs_gc.spark.candidates import classify, garbage
 from lakefs_gc.spark.failures import is_spark_failure, job_failure
-from lakefs_gc.spark.listing import ListingPlan, listed_objects, plan_listing
 from lakefs_gc.spark.references import committed_frames, uncommitted_frame
 from lakefs_gc.spark.reports import ReportDir, write_marked, write_summary
 from lakefs_gc.sstable.catalog import epoch_ns
@@ -89,14 +91,23 @@ def mark_run(
             f"{repository}: cutoff {cutoff.time.isoformat()} ({cutoff.reason}); "
             f"namespace {repo.storage_namespace}"
         )
+        source = candidate_source(
+            repository,
+            namespace,
+            settings.storage,
+            inventory=settings.gc.inventory,
+            max_inventory_age=settings.gc.max_inventory_age,
+            now=start,
+            say=say,
+        )  # before the dump: a refused inventory leaves nothing behind
+        context = _MarkContext(spark, settings, client, repo, namespace, cutoff, source, start, say)
         say(f"{repository}: asking lakeFS for the uncommitted dump")
         try:
             dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
         except UncommittedDumpError as e:  # lakeFS had started run e.run_id: record the mark as failed
-            _MarkRun(spark, settings, client, repo, namespace, cutoff, e.run_id, None, start, say).fail(e)
+            _MarkRun(context, e.run_id, None).fail(e)
             raise
-        run = _MarkRun(spark, settings, client, repo, namespace, cutoff, dump.run_id, dump, start, say)
-        return run.execute()
+        return _MarkRun(context, dump.run_id, dump).execute()
 
 
 def _namespace(repo: Repository, blockstore_type: str, settings: GcSettings) -> StorageLocation:
@@ -118,28 +129,33 @@ def _namespace(repo: Repository, blockstore_type: str, settings: GcSettings) -> 
     return namespace
 
 
+@dataclass(frozen=True)
+class _MarkContext:
+    """What a mark knows before lakeFS gives it a run id."""
+
+    spark: SparkSession
+    settings: GcSettings
+    client: LakeFSClient
+    repo: Repository
+    namespace: StorageLocation
+    cutoff: Cutoff
+    source: CandidateSource
+    start: datetime
+    say: Progress
+
+
 class _MarkRun:
     """One mark after the dump: everything that must end in a report, success or not."""
 
-    def __init__(
-        self,
-        spark: SparkSession,
-        settings: GcSettings,
-        client: LakeFSClient,
-        repo: Repository,
-        namespace: StorageLocation,
-        cutoff: Cutoff,
-        run_id: str,
-        dump: UncommittedDump | None,
-        start: datetime,
-        say: Progress,
-    ) -> None:
-        self.spark, self.settings, self.client, self.repo = spark, settings, client, repo
-        self.namespace, self.cutoff, self.run_id, self.dump = namespace, cutoff, run_id, dump
-        self.report = ReportDir(namespace, run_id, settings.storage)
-        self.start, self.say = start, say
-        self.parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
-        self.stats: dict[str, Any] = {}
+    def __init__(self, context: _MarkContext, run_id: str, dump: UncommittedDump | None) -> None:
+        c = context
+        self.spark, self.settings, self.client, self.repo = c.spark, c.settings, c.client, c.repo
+        self.namespace, self.cutoff, self.source = c.namespace, c.cutoff, c.source
+        self.run_id, self.dump = run_id, dump
+        self.report = ReportDir(c.namespace, run_id, c.settings.storage)
+        self.start, self.say = c.start, c.say
+        self.parallelism = c.settings.spark.parallelism or c.spark.sparkContext.defaultParallelism
+        self.stats: dict[str, Any] = {"candidates": c.source.summary}
         self.first_slice = ""
         self.persisted: list[DataFrame] = []
 
@@ -184,19 +200,19 @@ class _MarkRun:
             parallelism=self.parallelism,
         )
         range_ids = self._persist(range_ids)
-        plan = plan_listing(self.namespace, self.settings.storage)
-        self.first_slice = plan.first_slice
         self.say(
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
-            f"listing {len(plan.prefixes)} prefixes and reading ranges on {self.parallelism} partitions"
+            f"reading ranges on {self.parallelism} partitions"
         )
-        listed = listed_objects(
-            self.spark, self.namespace, self.settings.storage, plan, parallelism=self.parallelism
+        found = self.source.candidates(
+            self.spark, parallelism=self.parallelism, say=lambda m: self.say(f"{self.repo.id}: {m}")
         )
+        self.stats.update(found.stats)
         classified = self._persist(
-            classify(listed, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
+            classify(found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
         )
-        counts = self._count_reasons(classified, plan)
+        counts, first_slice = self._count_reasons(classified)
+        self.first_slice = first_slice if found.first_slice is None else found.first_slice
         self.stats["num_ranges"] = range_ids.count()
         self.say(f"{self.repo.id}: writing the report")
         marked, marked_bytes = write_marked(garbage(classified), self.report)
@@ -222,17 +238,22 @@ class _MarkRun:
             parallelism=self.parallelism,
         )
 
-    def _count_reasons(self, classified: DataFrame, plan: ListingPlan) -> dict[str, dict[str, int]]:
+    def _count_reasons(self, classified: DataFrame) -> tuple[dict[str, dict[str, int]], str]:
+        """Objects and bytes per reason, and the smallest ``data/<slice>`` seen (lakeFS's first_slice)."""
         from pyspark.sql import functions as F
 
-        rows = classified.groupBy("reason").agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect()
+        data_slice = F.when(F.col("address").startswith("data/"), F.split("address", "/").getItem(1))
+        rows = (
+            classified.groupBy("reason")
+            .agg(F.count("*").alias("n"), F.sum("size").alias("b"), F.min(data_slice).alias("s"))
+            .collect()
+        )
         counts = {r: {"objects": 0, "bytes": 0} for r in reasons.REASONS}
         for row in rows:
             counts[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
-        self.stats["num_listed_objects"] = sum(c["objects"] for c in counts.values())
+        self.stats["num_listed_objects"] = sum(c["objects"] for c in counts.values())  # candidates considered
         self.stats["kept"] = {r: counts[r] for r in reasons.REASONS if r != reasons.GARBAGE}
-        self.stats["files_directly_under_data"] = plan.files_directly_under_data
-        return counts
+        return counts, min((row["s"] for row in rows if row["s"]), default="")
 
     def _persist(self, df: DataFrame) -> DataFrame:
         from pyspark import StorageLevel
