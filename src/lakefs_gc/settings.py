@@ -118,16 +118,25 @@ class SparkOptions(BaseModel):
     )
 
 
-class GcSettings(BaseModel):
-    """Everything a mark or sweep needs, validated."""
+class StorageSettings(BaseModel):
+    """Everything but the lakeFS connection: for commands that only read and write storage.
+
+    ``inventory show | generate`` and an ingest for explicitly given namespaces never talk to
+    lakeFS, so they must not demand (or fall back to lakectl for) a connection they do not use.
+    """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    lakefs: LakeFSConnection
     storage: StorageOptions = StorageOptions()
     gc: GcOptions = GcOptions()
     spark: SparkOptions = SparkOptions()
     repositories: tuple[str, ...] = ()
+
+
+class GcSettings(StorageSettings):
+    """Everything a mark or sweep needs, validated."""
+
+    lakefs: LakeFSConnection
 
 
 def load_settings(
@@ -142,11 +151,7 @@ def load_settings(
 
     Raises :class:`ConfigError` naming the offending source and field.
     """
-    merged: dict[str, Any] = {}
-    if config_file is not None:
-        _merge(merged, _read_config_file(config_file))
-    _merge(merged, _from_environment(environ))
-    _merge(merged, _drop_none(dict(overrides or {})))
+    merged = _merged_sources(environ, config_file, overrides)
     lakefs_section = merged.pop("lakefs", {}) or {}
     if not isinstance(lakefs_section, dict):
         raise ConfigError("settings: 'lakefs' must be a mapping")
@@ -167,6 +172,32 @@ def load_settings(
         return GcSettings.model_validate({"lakefs": connection, **merged})
     except ValidationError as e:
         raise ConfigError(f"invalid settings: {_describe(e)}") from e
+
+
+def load_storage_settings(
+    *,
+    environ: Mapping[str, str],
+    config_file: Path | None = None,
+    overrides: Mapping[str, Any] | None = None,
+) -> StorageSettings:
+    """As :func:`load_settings`, without the lakeFS connection (a ``lakefs`` section is ignored)."""
+    merged = _merged_sources(environ, config_file, overrides)
+    merged.pop("lakefs", None)
+    try:
+        return StorageSettings.model_validate(merged)
+    except ValidationError as e:
+        raise ConfigError(f"invalid settings: {_describe(e)}") from e
+
+
+def _merged_sources(
+    environ: Mapping[str, str], config_file: Path | None, overrides: Mapping[str, Any] | None
+) -> dict[str, Any]:
+    merged: dict[str, Any] = {}
+    if config_file is not None:
+        _merge(merged, _read_config_file(config_file))
+    _merge(merged, _from_environment(environ))
+    _merge(merged, _drop_none(dict(overrides or {})))
+    return merged
 
 
 def _read_config_file(path: Path) -> dict[str, Any]:

@@ -26,7 +26,7 @@ from lakefs_gc.cli.options import (
     add_settings_options,
     human_bytes,
     progress,
-    settings_from_args,
+    storage_settings_from_args,
 )
 from lakefs_gc.cli.sstable import write_rows
 from lakefs_gc.inventory.azure import verify_delivery as verify_azure_delivery
@@ -128,19 +128,8 @@ def _usage(parser: argparse.ArgumentParser) -> int:
 
 
 def storage_options(args: argparse.Namespace) -> StorageOptions:
-    """Storage settings from the usual sources (file < ``LAKEFS_GC_*`` environment < flags).
-
-    :func:`settings_from_args` validates a whole job's settings, which require a lakeFS connection;
-    these commands never talk to lakeFS, so an inert placeholder fills it rather than making
-    operators configure lakeFS to read a bucket. Nothing ever connects to it.
-    """
-    unused = argparse.Namespace(
-        **vars(args),
-        lakefs_endpoint="http://lakefs-not-used.invalid",
-        lakefs_access_key_id="not-used",
-        lakefs_secret_access_key="not-used",
-    )
-    return settings_from_args(unused, dict(os.environ)).storage
+    """Storage settings from the usual sources (file < ``LAKEFS_GC_*`` environment < flags)."""
+    return storage_settings_from_args(args, dict(os.environ)).storage
 
 
 def print_json(document: dict[str, Any]) -> None:

@@ -14,11 +14,17 @@ import os
 from pathlib import Path
 from typing import Any
 
-from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, settings_from_args
+from lakefs_gc.cli.options import (
+    SETTINGS_EPILOG,
+    add_settings_options,
+    progress,
+    settings_from_args,
+    storage_settings_from_args,
+)
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.inventory.delivery import InventoryError
 from lakefs_gc.inventory.mapping import NamespaceRoute
-from lakefs_gc.settings import GcSettings
+from lakefs_gc.settings import StorageSettings
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 
 DESCRIPTION = """\
@@ -81,10 +87,10 @@ def run_ingest(args: argparse.Namespace) -> int:
     from lakefs_gc.spark.session import build_session
 
     environ = dict(os.environ)
-    settings = settings_from_args(args, environ)
+    settings = storage_settings_from_args(args, environ)
     if args.deliveries_per_batch < 1:
         raise ConfigError("--deliveries-per-batch must be at least 1")
-    routes = namespace_routes(settings, args.namespace)
+    routes = namespace_routes(args, settings, environ)
     destination = parse_location(args.inventory)
     source = SourceConfig(
         destination=destination,
@@ -112,13 +118,19 @@ def run_ingest(args: argparse.Namespace) -> int:
     return InventoryError.exit_code if result.rejected else 0
 
 
-def namespace_routes(settings: GcSettings, pairs: list[str]) -> tuple[NamespaceRoute, ...]:
-    """``--namespace REPO=NS`` pairs, then the repositories' namespaces as lakeFS reports them."""
-    routes = [_route(pair, settings) for pair in pairs]
+def namespace_routes(
+    args: argparse.Namespace, settings: StorageSettings, environ: dict[str, str]
+) -> tuple[NamespaceRoute, ...]:
+    """``--namespace REPO=NS`` pairs, then the repositories' namespaces as lakeFS reports them.
+
+    lakeFS is asked (and so must be configured) only when repositories are named.
+    """
+    routes = [_route(pair, settings) for pair in args.namespace]
     if settings.repositories:
         from lakefs_gc.lakefs.client import LakeFSClient
 
-        with LakeFSClient(settings.lakefs, source="ingest") as client:
+        connection = settings_from_args(args, environ).lakefs
+        with LakeFSClient(connection, source="ingest") as client:
             for repository in settings.repositories:
                 namespace = client.get_repository(repository).storage_namespace
                 location = parse_storage_namespace(namespace, local_root=settings.storage.local_root)
@@ -128,7 +140,7 @@ def namespace_routes(settings: GcSettings, pairs: list[str]) -> tuple[NamespaceR
     return tuple(routes)
 
 
-def _route(pair: str, settings: GcSettings) -> NamespaceRoute:
+def _route(pair: str, settings: StorageSettings) -> NamespaceRoute:
     repository, sep, namespace = pair.partition("=")
     if not sep or not repository or not namespace:
         raise ConfigError(f"--namespace expects REPO=NAMESPACE, got {pair!r}")

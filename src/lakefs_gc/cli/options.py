@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lakefs_gc.errors import ConfigError
-from lakefs_gc.settings import GcSettings, load_settings
+from lakefs_gc.settings import GcSettings, StorageSettings, load_settings, load_storage_settings
 
 SETTINGS_EPILOG = """\
 settings (each from, in increasing priority: --config file, LAKEFS_GC_* environment, flags):
@@ -71,6 +71,20 @@ def settings_from_args(
     args: argparse.Namespace, environ: dict[str, str], *, gc: dict[str, Any] | None = None
 ) -> GcSettings:
     """The command's settings: file < environment < flags (flags a command lacks count as unset)."""
+    return load_settings(
+        environ=environ, config_file=getattr(args, "config", None), overrides=_overrides(args, gc)
+    )
+
+
+def storage_settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> StorageSettings:
+    """:func:`settings_from_args` for commands that never talk to lakeFS."""
+    overrides = _overrides(args, None)
+    return load_storage_settings(
+        environ=environ, config_file=getattr(args, "config", None), overrides=overrides
+    )
+
+
+def _overrides(args: argparse.Namespace, gc: dict[str, Any] | None) -> dict[str, Any]:
 
     def flag(name: str) -> Any:
         return getattr(args, name, None)
@@ -105,7 +119,7 @@ def settings_from_args(
         "spark": {"master": flag("spark_master"), "conf": conf or None, "parallelism": flag("parallelism")},
         "repositories": tuple(repos) if repos else None,
     }
-    return load_settings(environ=environ, config_file=flag("config"), overrides=overrides)
+    return overrides
 
 
 def progress(message: str) -> None:
