@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULTS: dict[str, str] = {
     "spark.sql.execution.arrow.pyspark.enabled": "true",
     "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",  # our commands print their own progress on stderr
 }
 #: on a laptop or CI runner: no UI port, few partitions (2 cores), fast start-up
 LOCAL_DEFAULTS: dict[str, str] = {
