@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timezone
 
 import pyarrow as pa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from lakefs_gc.gc.addresses import deletable_key
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
-from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
+from lakefs_gc.inventory.mapping import CANDIDATE_SCHEMA, NamespaceRoute, deletable_keys, route_rows
 from lakefs_gc.storage.locations import parse_storage_namespace
 
 T = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -63,3 +67,88 @@ def test_no_routes_or_no_rows() -> None:
     assert route_rows(rows(("b", "data/s/x")), [], delivery_id="d", snapshot_time=SNAP).num_rows == 0
     routes = [NamespaceRoute("r", "b", "")]
     assert route_rows(rows(), routes, delivery_id="d", snapshot_time=SNAP).num_rows == 0
+
+
+def test_rows_without_bucket_or_key_are_dropped() -> None:
+    table = pa.table(
+        {
+            "bucket": ["b", None, "b", "b"],
+            "key": ["data/s/x", "data/s/y", None, "data/s/z"],
+            "size": [1, 2, 3, 4],
+            "last_modified": [T] * 4,
+            "etag": [None, "e", "e", "e"],
+        },
+        schema=INVENTORY_SCHEMA,
+    )
+    for prefix in ("", "data/"):
+        route = [NamespaceRoute("r", "b", prefix)]
+        out = route_rows(table, route, delivery_id="d", snapshot_time=SNAP)
+        expected = ["data/s/x", "data/s/z"] if not prefix else []  # "s/x" is not deletable
+        assert out.column("address").to_pylist() == expected
+        assert out.column("etag").to_pylist() == [None, "e"][: len(expected)]
+
+
+def test_rows_routed_from_record_batches_and_many_chunks() -> None:
+    routes = [NamespaceRoute("a", "bkt", "ns/"), NamespaceRoute("b", "bkt", "")]
+    table = rows(("bkt", "ns/data/s/1"), ("bkt", "data/s/2"), ("bkt", "ns/_lakefs/x"), ("bkt", "ns/data/s/3"))
+    chunked = pa.concat_tables([table.slice(0, 1), table.slice(1, 2), table.slice(3)])
+    for rows_in in (table.to_batches()[0], chunked):
+        out = route_rows(rows_in, routes, delivery_id="d", snapshot_time=SNAP)
+        got = sorted(
+            zip(out.column("repository").to_pylist(), out.column("address").to_pylist(), strict=True)
+        )
+        assert got == [("a", "data/s/1"), ("a", "data/s/3"), ("b", "data/s/2")]
+        assert out.schema == CANDIDATE_SCHEMA
+
+
+# ---- deletable_keys is deletable_key -------------------------------------------------------------
+
+#: characters and words the rule turns on: separators, dots, URI schemes, lakeFS's own names
+CHARS = ["/", ".", ":", "a", "_", "+", "\n", "ü"]
+WORDS = ["data", "_lakefs", "dummy", "/", ".", "..", "s3:", "A1+.-", "x", "//", "ü"]
+
+
+def same_as_deletable_key(keys: list[str]) -> None:
+    got = deletable_keys(pa.array(keys, pa.string())).to_pylist()
+    expected = [deletable_key(k) for k in keys]
+    wrong = [(k, g) for k, g, e in zip(keys, got, expected, strict=True) if g != e]
+    assert not wrong, wrong[:20]
+
+
+def test_deletable_keys_exhaustively_on_short_keys() -> None:
+    for alphabet, longest in ((CHARS, 6), (WORDS, 4)):
+        keys = ["".join(p) for n in range(longest + 1) for p in itertools.product(alphabet, repeat=n)]
+        same_as_deletable_key(keys)
+
+
+def test_deletable_keys_on_lakefs_shapes() -> None:
+    same_as_deletable_key(
+        [
+            "data/gqv3epl4fd2o8m3men70/ce8co454fd2o8m3menag",
+            "data/!ab/c/bpel26ce4m36oefv1600/xid",
+            "4e068d1a46734113abd2218e87aace4c",
+            "_lakefs/retention/gc/unified/x/summary.json",
+            "data/staged_object",
+            "s3://bucket/data/a/b",
+            "data/a/../../etc",
+            "data/.../x",
+            "...",
+            "a:b",
+            "1a:b",
+            "a b:c",
+            "data/x/y\n",
+            "\n",
+        ]
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.text(max_size=12) | st.lists(st.sampled_from(WORDS + CHARS), max_size=7).map("".join)))
+def test_deletable_keys_on_random_keys(keys: list[str]) -> None:
+    same_as_deletable_key(keys)
+
+
+def test_deletable_keys_of_null_is_false() -> None:
+    assert deletable_keys(pa.array(["data/s/x", None, "x"], pa.string())).to_pylist() == [True, False, True]
+    chunked = pa.chunked_array([pa.array(["data/s/x"]), pa.array(["a/b", "y"])])
+    assert deletable_keys(chunked).to_pylist() == [True, False, True]

@@ -147,7 +147,16 @@ def describe(delivery: IngestedDelivery) -> str:
 
 
 class _PartWriter:
-    """Per partition (one data file): write its candidates, return its status (on an executor)."""
+    """Per partition (one data file): write its candidates, return its status (on an executor).
+
+    Spark hands ``mapInArrow`` batches of ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows
+    (10K by default); they are gathered into row groups of about :data:`ROW_GROUP_ROWS` rows,
+    since a parquet write per small batch costs twice the time and makes a file of tiny row groups.
+    """
+
+    ROW_GROUP_ROWS = 128 * 1024
+    #: columns worth a dictionary (one or a few values per file); the others are unique per row
+    DICTIONARY_COLUMNS = ("repository", "delivery_id", "snapshot_time")
 
     def __init__(self, table: CandidateTable, batch_dir: str) -> None:
         self.table, self.batch_dir = table, batch_dir
@@ -158,24 +167,34 @@ class _PartWriter:
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
         fs, _ = self.table.filesystem()
-        writers: dict[int, pq.ParquetWriter] = {}
+        writers: dict[int, tuple[pq.ParquetWriter, Any]] = {}
         counts: dict[tuple[int, str, str], int] = {}
         statuses: list[dict[str, Any]] = []
+        pending: list[pa.RecordBatch] = []
+        buffered = 0
         try:
             for batch in batches:
                 status = is_status(batch)
-                statuses.extend(batch.filter(status).to_pylist())
-                candidates = pa.Table.from_batches([batch.filter(pc.invert(status))])
-                self._write(fs, writers, partition, candidates, counts)
+                if pc.any(status).as_py():  # one status row per data file: rare
+                    statuses.extend(batch.filter(status).to_pylist())
+                    batch = batch.filter(pc.invert(status))
+                pending.append(batch)
+                buffered += batch.num_rows
+                if buffered >= self.ROW_GROUP_ROWS:
+                    self._write(fs, writers, partition, pa.Table.from_batches(pending), counts)
+                    pending, buffered = [], 0
+            if pending:
+                self._write(fs, writers, partition, pa.Table.from_batches(pending), counts)
         finally:
-            for writer in writers.values():
+            for writer, stream in writers.values():
                 writer.close()
+                stream.close()  # ParquetWriter leaves a stream it was given open (S3: not uploaded)
         yield _stats_batch(statuses, counts)
 
     def _write(
         self,
         fs: pafs.FileSystem,
-        writers: dict[int, pq.ParquetWriter],
+        writers: dict[int, tuple[pq.ParquetWriter, Any]],
         partition: int,
         candidates: pa.Table,
         counts: dict[tuple[int, str, str], int],
@@ -186,12 +205,19 @@ class _PartWriter:
         for row in candidates.group_by(keys).aggregate([([], "count_all")]).to_pylist():
             key = (row["delivery_seq"], row["delivery_id"], row["repository"])
             counts[key] = counts.get(key, 0) + int(row["count_all"])
-        for seq in pc.unique(candidates.column("delivery_seq")).to_pylist():
-            rows = candidates.filter(pc.equal(candidates.column("delivery_seq"), seq))
+        seqs = pc.unique(candidates.column("delivery_seq")).to_pylist()
+        for seq in seqs:
+            rows = candidates
+            if len(seqs) > 1:
+                rows = candidates.filter(pc.equal(candidates.column("delivery_seq"), seq))
             if seq not in writers:
                 path = f"{self.batch_dir}/{seq:08d}/part-{partition:05d}.parquet"
-                writers[seq] = pq.ParquetWriter(open_report_output(fs, path), CANDIDATE_SCHEMA)
-            writers[seq].write_table(rows.select(CANDIDATE_SCHEMA.names).cast(CANDIDATE_SCHEMA))
+                stream = open_report_output(fs, path)
+                writer = pq.ParquetWriter(
+                    stream, CANDIDATE_SCHEMA, use_dictionary=list(self.DICTIONARY_COLUMNS)
+                )
+                writers[seq] = (writer, stream)
+            writers[seq][0].write_table(rows.select(CANDIDATE_SCHEMA.names).cast(CANDIDATE_SCHEMA))
 
 
 def _stats_batch(statuses: list[dict[str, Any]], counts: dict[tuple[int, str, str], int]) -> pa.RecordBatch:

@@ -114,15 +114,15 @@ class _MarkedPartWriter:
         text_path = f"{base}/{MARKED_TEXT}/{part_name(partition, self.tag, '.txt')}"
         rows = size = 0
         parquet: pq.ParquetWriter | None = None
+        parquet_out: Any = None
         text: Any = None
         try:
             for batch in batches:
                 if batch.num_rows == 0:
                     continue
                 if parquet is None:
-                    parquet = pq.ParquetWriter(
-                        open_report_output(fs, parquet_path), MARKED_SCHEMA, compression="snappy"
-                    )
+                    parquet_out = open_report_output(fs, parquet_path)
+                    parquet = pq.ParquetWriter(parquet_out, MARKED_SCHEMA, compression="snappy")
                     text = open_report_output(fs, text_path)
                 table = pa.Table.from_batches([batch]).cast(MARKED_SCHEMA)
                 parquet.write_table(table)
@@ -133,6 +133,8 @@ class _MarkedPartWriter:
         finally:
             if parquet is not None:
                 parquet.close()
+            if parquet_out is not None:  # ParquetWriter leaves a stream it was given open; on S3 and
+                parquet_out.close()  # Azure the upload completes (or fails, loudly) only on close
             if text is not None:
                 text.close()
         yield pa.RecordBatch.from_pydict({"rows": [rows], "bytes": [size]})

@@ -169,6 +169,7 @@ class _Recorder:
         self.fs, self.path = fs, path
         self.counts = dict.fromkeys(OUTCOMES, 0)
         self.writer: pq.ParquetWriter | None = None
+        self.out: Any = None
 
     def record(self, addresses: list[str], outcomes: list[Any]) -> None:
         if [o.address for o in outcomes] != addresses:
@@ -181,11 +182,13 @@ class _Recorder:
             rows["error"].append(outcome.error)
             self.counts[outcome.outcome] += 1
         if self.writer is None:
-            self.writer = pq.ParquetWriter(
-                open_report_output(self.fs, self.path), SWEPT_SCHEMA, compression="snappy"
-            )
+            self.out = open_report_output(self.fs, self.path)
+            self.writer = pq.ParquetWriter(self.out, SWEPT_SCHEMA, compression="snappy")
         self.writer.write_batch(pa.RecordBatch.from_pydict(rows, schema=SWEPT_SCHEMA))
 
     def close(self) -> None:
+        """Close the writer, then the stream it leaves open (an S3/Azure upload completes only then)."""
         if self.writer is not None:
             self.writer.close()
+        if self.out is not None:
+            self.out.close()

@@ -103,17 +103,22 @@ def _truthy(column: pa.ChunkedArray) -> pa.ChunkedArray:
 def _only_current(table: pa.Table) -> pa.Table:
     """Drop non-current versions, soft-deleted blobs, snapshots and HNS directories: not live objects."""
     names = table.column_names
-    keep = pa.array([True] * table.num_rows)
+    conditions = []
     if "IsCurrentVersion" in names:  # empty on blobs without versions: those are current
         col = table["IsCurrentVersion"]
         empty = pc.equal(pc.utf8_length(col.cast(pa.string())), 0)
-        keep = pc.and_(keep, pc.or_kleene(pc.fill_null(_truthy(col), False), pc.fill_null(empty, True)))
+        conditions.append(pc.or_kleene(pc.fill_null(_truthy(col), False), pc.fill_null(empty, True)))
     for flag in ("Deleted", "hdi_isfolder"):
         if flag in names:
-            keep = pc.and_(keep, pc.invert(pc.fill_null(_truthy(table[flag]), False)))
+            conditions.append(pc.invert(pc.fill_null(_truthy(table[flag]), False)))
     if "Snapshot" in names:
         snap = pc.fill_null(pc.utf8_length(table["Snapshot"].cast(pa.string())), 0)
-        keep = pc.and_(keep, pc.equal(snap, 0))
+        conditions.append(pc.equal(snap, 0))
+    if not conditions:
+        return table
+    keep = conditions[0]
+    for condition in conditions[1:]:
+        keep = pc.and_(keep, condition)
     return table.filter(keep)
 
 
@@ -176,7 +181,9 @@ def _times(column: pa.ChunkedArray, path: str) -> pa.ChunkedArray:
 def _dedupe(table: pa.Table) -> pa.Table:
     if table.num_rows == 0:
         return table
-    indexed = table.append_column("_row", pa.array(range(table.num_rows), pa.int64()))
+    ones = pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)
+    rows = pc.subtract(pc.cumulative_sum(ones), 1)  # 0 .. n-1, without a Python range
+    indexed = table.append_column("_row", rows)
     first = indexed.group_by(["bucket", "key"], use_threads=False).aggregate([("_row", "min")])
-    rows = first["_row_min"]
-    return table.take(rows.take(pc.sort_indices(rows)))
+    kept = first["_row_min"]
+    return table.take(kept.take(pc.sort_indices(kept)))

@@ -24,6 +24,9 @@ from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, I
 from lakefs_gc.inventory.s3.columns import norm, selected
 
 _READ_CHUNK = 8 * 1024 * 1024
+#: CSV bytes per parsed batch: about 60K rows of a typical inventory, as many as a Parquet batch
+#: (pyarrow's 1 MiB default gives 7K-row batches, and every later step pays per batch)
+_CSV_BLOCK = 8 * 1024 * 1024
 
 
 def _verify_md5(fs: pafs.FileSystem, data_file: DataFile) -> None:
@@ -67,7 +70,7 @@ def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile)
 def _csv_batches(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:
     sel = selected(delivery.columns)
     options = (
-        pa_csv.ReadOptions(column_names=list(delivery.columns)),
+        pa_csv.ReadOptions(column_names=list(delivery.columns), block_size=_CSV_BLOCK),
         pa_csv.ParseOptions(),
         pa_csv.ConvertOptions(
             include_columns=list(sel.values()),
@@ -94,13 +97,8 @@ def _csv_batches(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -
 
 
 def _csv_convert(cols: dict[str, pa.Array], path: str, first_row: int) -> pa.RecordBatch:
-    keys: list[str] = []
-    for i, k in enumerate(cols["key"].to_pylist()):
-        try:
-            keys.append(unquote(k, errors="strict"))  # %20 is a space; a literal '+' stays '+'
-        except UnicodeDecodeError as e:
-            raise InventoryError(f"{path}: row {first_row + i + 1}: bad key encoding {k!r}") from e
-    out: dict[str, pa.Array] = {"bucket": cols["bucket"], "key": pa.array(keys, pa.string())}
+    keys = _decoded_keys(cols["key"], path, first_row)
+    out: dict[str, pa.Array] = {"bucket": cols["bucket"], "key": keys}
     if "etag" in cols:
         out["etag"] = pc.if_else(pc.equal(cols["etag"], ""), pa.scalar(None, pa.string()), cols["etag"])
     for name, typ in (("size", pa.int64()), ("last_modified", INVENTORY_SCHEMA.field(3).type)):
@@ -118,6 +116,24 @@ def _csv_convert(cols: dict[str, pa.Array], path: str, first_row: int) -> pa.Rec
         if flag in cols:
             out[flag] = _csv_bool(cols[flag], flag, path, first_row)
     return _finish(out, path)
+
+
+def _decoded_keys(keys: pa.Array, path: str, first_row: int) -> pa.Array:
+    """S3 percent-encodes CSV keys: ``%20`` is a space, a literal ``+`` stays ``+``.
+
+    Only keys with a ``%`` are decoded (in Python, one by one); the others are their own decoding.
+    """
+    encoded = pc.match_substring_regex(keys, "%")  # RE2 finds a literal faster than match_substring
+    if not pc.any(encoded).as_py():
+        return keys
+    rows = pc.indices_nonzero(encoded).to_pylist()
+    decoded: list[str] = []
+    for i, k in zip(rows, keys.take(rows).to_pylist(), strict=True):
+        try:
+            decoded.append(unquote(k, errors="strict"))
+        except UnicodeDecodeError as e:
+            raise InventoryError(f"{path}: row {first_row + i + 1}: bad key encoding {k!r}") from e
+    return pc.replace_with_mask(keys, encoded, pa.array(decoded, pa.string()))
 
 
 def _csv_bool(values: pa.Array, name: str, path: str, first_row: int) -> pa.Array:
@@ -141,17 +157,18 @@ def _first_bad(values: pa.Array, typ: pa.DataType) -> int:
 def _finish(cols: dict[str, Any], path: str) -> pa.RecordBatch:
     """Filter versioned rows (latest, not a delete marker) and shape to INVENTORY_SCHEMA."""
     n = len(cols["key"])
-    mask = pa.array([True] * n)
+    mask: pa.Array | None = None  # None: every row (an unversioned inventory)
     if "is_latest" in cols:
-        mask = pc.and_(mask, pc.fill_null(cols["is_latest"], False))
+        mask = pc.fill_null(cols["is_latest"], False)
     if "is_delete_marker" in cols:
-        mask = pc.and_(mask, pc.invert(pc.fill_null(cols["is_delete_marker"], False)))
+        live = pc.invert(pc.fill_null(cols["is_delete_marker"], False))
+        mask = live if mask is None else pc.and_(mask, live)
     arrays = [cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in INVENTORY_SCHEMA]
     try:
         batch = pa.RecordBatch.from_arrays(arrays, schema=INVENTORY_SCHEMA)
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise InventoryError(f"{path}: schema mismatch: {e}") from e
-    return batch.filter(mask)
+    return batch if mask is None else batch.filter(mask)
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,0 +1,612 @@
+"""Benchmark: ingesting an S3 Inventory delivery into the candidate table (numbers, not a test).
+
+A synthetic delivery of N rows (default 10M; Parquet and/or gzipped CSV, ``--rows-per-file`` rows
+per data file) is written once under ``--workdir`` and reused. Its keys look like lakeFS's:
+``<namespace>/data/<slice xid>/<object xid>`` under three repository namespaces of one bucket,
+plus ``_lakefs/`` metadata, files directly under ``data/`` and keys outside every namespace.
+
+Measured in the same run, per format:
+
+* **plain read**: the data files read by pyarrow alone in this process (``pyarrow.parquet.read_table``,
+  ``pyarrow.csv.read_csv`` on the gzip stream), with and without pyarrow's threads;
+* **Python pipeline, no Spark**: the executor-side work of the ingest, one stage at a time in this
+  process: MD5, ``read_data_file``, ``route_rows``, ``_candidate_batches``, ``_PartWriter``;
+* **ingest**: ``ingest_available`` (the streaming source with ``availableNow`` into a fresh candidate
+  table and checkpoint) on local Spark, ``--repeat`` times (the first is the session's first stream,
+  so colder), with a check that the table holds exactly the expected candidates, the Spark stages
+  from the event log, and the CPU seconds the JVM and the Python workers spent meanwhile (CPU
+  seconds say where the work goes even when other jobs share the machine; wall time does not);
+* **diagnostics** (``--no-diagnostics`` skips them): the same stream into Spark's ``noop`` sink
+  (what the source costs, rows handed to the JVM and dropped), and a prototype in which each
+  source task writes its file's candidate parts itself and hands Spark only the status row (what
+  the ingest would cost if no candidate row crossed the JVM).
+
+Aim: ingest rows/second within 2x of the plain read (threaded). Also reported: peak RSS of this
+Python driver (taken right after the Spark runs, before the in-process measurements), of the
+driver JVM and of the largest Python worker.
+
+    python bench/inventory.py [--rows N] [--format parquet|csv|both] [--rows-per-file N]
+                              [--workdir DIR] [--master local[2]] [--repeat N] [--json FILE]
+                              [--conf KEY=VALUE ...] [--no-diagnostics]
+
+The first run writes the deliveries in a child process (10M rows: about 5 s of generation, 5 s for
+Parquet and 4 minutes for CSV, whose writer encodes row by row); later runs reuse them.
+
+Results and how to read them: bench/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from mark import QUIET_LOG4J2, cpu_seconds, driver_memory, print_stages, process_tree, say, stage_times
+
+HERE = Path(__file__).resolve()
+BUCKET = "bench-bucket"
+SNAPSHOT = datetime(2026, 11, 20, 6, 0, tzinfo=timezone.utc)
+#: (repository or None, namespace prefix, kind, share of the rows); kinds: "data" (candidates),
+#: "meta" (``_lakefs/``), "loose" (directly under ``data/``), "outside" (no namespace)
+GROUPS: tuple[tuple[str | None, str, str, float], ...] = (
+    (None, "elsewhere/logs/", "outside", 0.02),
+    ("alpha", "repos/alpha/", "meta", 0.01),
+    ("alpha", "repos/alpha/", "data", 0.31),
+    ("beta", "repos/beta/", "loose", 0.01),
+    ("beta", "repos/beta/", "data", 0.31),
+    ("gamma", "warehouse/gamma/", "meta", 0.01),
+    ("gamma", "warehouse/gamma/", "data", 0.33),
+)
+OBJECTS_PER_SLICE = 10_000
+
+
+# ---- the synthetic delivery ----------------------------------------------------------------
+
+
+def _xids(values: Any, head: bytes) -> Any:
+    """(n, 20) uint8: xid-like ids, a 7-character head then 13 base32hex digits of ``values``."""
+    import numpy as np
+
+    digits = np.frombuffer(b"0123456789abcdefghijklmnopqrstuv", np.uint8)
+    shifts = np.arange(12, -1, -1, dtype=np.uint64) * np.uint64(5)
+    tail = digits[((values[:, None] >> shifts) & np.uint64(31)).astype(np.intp)]
+    return np.hstack([np.broadcast_to(np.frombuffer(head, np.uint8), (len(values), len(head))), tail])
+
+
+def _fixed_width(parts: list[Any], n: int) -> Any:
+    """A string array of n equal-width strings, from byte constants and (n, w) uint8 blocks."""
+    import numpy as np
+    import pyarrow as pa
+
+    blocks = [np.broadcast_to(np.frombuffer(p, np.uint8), (n, len(p))) if isinstance(p, bytes) else p
+              for p in parts]  # fmt: skip
+    matrix = np.ascontiguousarray(np.hstack(blocks))
+    offsets = np.arange(0, (n + 1) * matrix.shape[1], matrix.shape[1], dtype=np.int32)
+    return pa.StringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(matrix))
+
+
+def _group_keys(prefix: str, kind: str, start: int, n: int) -> Any:
+    import numpy as np
+
+    i = np.arange(start, start + n, dtype=np.uint64)
+    objects = _xids(np.uint64(0x5A3C_0000_0000) + i * np.uint64(7919), b"ce8co45")
+    if kind == "outside":
+        return _fixed_width([prefix.encode(), objects, b".log"], n)
+    if kind == "meta":
+        return _fixed_width([prefix.encode() + b"_lakefs/", objects], n)
+    if kind == "loose":
+        return _fixed_width([prefix.encode() + b"data/", objects], n)
+    slices = _xids(np.uint64(0x3F0_0000) + (i // np.uint64(OBJECTS_PER_SLICE)) * np.uint64(31337), b"gqv3epl")
+    return _fixed_width([prefix.encode() + b"data/", slices, b"/", objects], n)
+
+
+def inventory_rows(n: int, seed: int = 1) -> tuple[Any, dict[str, int]]:
+    """(INVENTORY_SCHEMA table of n rows, expected candidates per repository), built vectorised."""
+    import numpy as np
+    import pyarrow as pa
+
+    from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
+
+    rng = np.random.default_rng(seed)
+    hexdigits = np.frombuffer(b"0123456789abcdef", np.uint8)
+    chunks, expected, done = [], {}, 0
+    for g, (repository, prefix, kind, share) in enumerate(GROUPS):
+        size = n - done if g == len(GROUPS) - 1 else round(n * share)
+        for start in range(0, size, 1_000_000):
+            m = min(1_000_000, size - start)
+            raw = rng.integers(0, 256, (m, 16), dtype=np.uint8)
+            etag = np.empty((m, 32), np.uint8)
+            etag[:, 0::2], etag[:, 1::2] = hexdigits[raw >> 4], hexdigits[raw & 15]
+            millis = 1_760_000_000_000 + rng.integers(0, 90 * 86_400_000, m)
+            chunks.append(pa.table({
+                "bucket": pa.repeat(pa.scalar(BUCKET), m),
+                "key": _group_keys(prefix, kind, start, m),
+                "size": pa.array(rng.integers(1, 64 << 20, m), pa.int64()),
+                "last_modified": pa.array(millis, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
+                "etag": _fixed_width([etag], m),
+            }).cast(INVENTORY_SCHEMA))  # fmt: skip
+        if kind == "data" and repository:
+            expected[repository] = expected.get(repository, 0) + size
+        done += size
+    return pa.concat_tables(chunks), expected
+
+
+def routes() -> tuple[Any, ...]:
+    from lakefs_gc.inventory.mapping import NamespaceRoute
+
+    named = {(r, p) for r, p, _k, _s in GROUPS if r}
+    return tuple(NamespaceRoute(r, BUCKET, p) for r, p in sorted(named))
+
+
+def delivery_dir(workdir: Path, rows: int, rows_per_file: int, fmt: str) -> Path:
+    return workdir / f"n{rows}-f{rows_per_file}" / fmt
+
+
+def generate(workdir: Path, rows: int, rows_per_file: int, formats: list[str]) -> None:
+    """Child mode: write the missing deliveries (one per format) and their ``delivery.json``."""
+    import pyarrow.fs as pafs
+
+    from lakefs_gc.inventory.s3 import write_delivery
+
+    start = time.perf_counter()
+    table, expected = inventory_rows(rows)
+    say(f"generated {rows:,} rows in {time.perf_counter() - start:.1f}s")
+    for fmt in formats:
+        base = delivery_dir(workdir, rows, rows_per_file, fmt)
+        if (base / "delivery.json").is_file():
+            continue
+        if base.exists():
+            shutil.rmtree(base)
+        start = time.perf_counter()
+        manifest = write_delivery(
+            pafs.LocalFileSystem(), str(base / "dest"), BUCKET, "daily", SNAPSHOT, table,
+            format=fmt, rows_per_file=rows_per_file,  # type: ignore[arg-type]
+        )  # fmt: skip
+        seconds = time.perf_counter() - start
+        say(f"wrote the {fmt} delivery in {seconds:.1f}s")
+        info = {"rows": rows, "expected": expected, "manifest": manifest, "write_seconds": round(seconds, 1)}
+        (base / "delivery.json").write_text(json.dumps(info, indent=1))
+
+
+def ensure_deliveries(workdir: Path, rows: int, rows_per_file: int, formats: list[str]) -> None:
+    missing = [
+        f for f in formats if not (delivery_dir(workdir, rows, rows_per_file, f) / "delivery.json").is_file()
+    ]
+    if not missing:
+        return
+    say(f"writing {', '.join(missing)} deliveries of {rows:,} rows into {workdir} (once; CSV takes minutes)")
+    argv = [sys.executable, str(HERE), "--generate-only", "--rows", str(rows), "--rows-per-file",
+            str(rows_per_file), "--workdir", str(workdir), "--format", ",".join(missing)]  # fmt: skip
+    subprocess.run(argv, check=True)  # a child: this driver's RSS stays the ingest's own
+
+
+def load_delivery(base: Path) -> tuple[Any, dict[str, Any]]:
+    import pyarrow.fs as pafs
+
+    from lakefs_gc.inventory.discovery import discover
+
+    info = json.loads((base / "delivery.json").read_text())
+    found = discover(pafs.LocalFileSystem(), str(base / "dest"))
+    [delivery] = found.complete
+    return delivery, info
+
+
+# ---- plain pyarrow read and the Python pipeline ----------------------------------------------
+
+
+def plain_read(delivery: Any, threads: bool) -> dict[str, Any]:
+    """Every data file read by pyarrow alone (the floor any ingest is compared with)."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pq
+
+    rows, start = 0, time.perf_counter()
+    for f in delivery.files:
+        if f.format == "parquet":
+            rows += pq.read_table(f.path, use_threads=threads).num_rows
+        else:
+            options = pa_csv.ReadOptions(column_names=list(delivery.columns), use_threads=threads)
+            with pa.input_stream(f.path, compression="gzip") as stream:
+                rows += pa_csv.read_csv(stream, read_options=options).num_rows
+    seconds = time.perf_counter() - start
+    return {"rows": rows, "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}
+
+
+class Clock:
+    """Seconds spent per named stage, summed over files."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name: str, fn: Callable[[], Any]) -> Any:
+        start = time.perf_counter()
+        out = fn()
+        self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - start
+        return out
+
+
+def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, Any]:
+    """The executor-side work of the ingest, stage by stage, one data file at a time, no Spark."""
+    import pyarrow.parquet as pq
+
+    from lakefs_gc.inventory.discovery import read_rows
+    from lakefs_gc.inventory.mapping import route_rows
+    from lakefs_gc.spark.candidate_table import CandidateTable, _PartWriter
+    from lakefs_gc.spark.inventory_source import _candidate_batches
+    from lakefs_gc.storage.filesystems import StorageOptions
+    from lakefs_gc.storage.locations import parse_location
+
+    fs, where = _local_fs(), routes()
+    table = CandidateTable(parse_location(str(scratch)), StorageOptions())
+    clock, rows, candidates = Clock(), 0, 0
+
+    def route(batches: list[Any]) -> list[Any]:
+        return [
+            route_rows(b, where, delivery_id=delivery.id, snapshot_time=delivery.snapshot_time)
+            for b in batches
+        ]
+
+    for i, data_file in enumerate(delivery.files):
+        clock.run("md5 (hashlib, included in read_data_file)", lambda f=data_file: _md5(f.path))
+        batches = clock.run(
+            "read_data_file (MD5 + parse + convert)", lambda f=data_file: list(read_rows(fs, delivery, f))
+        )
+        rows += sum(b.num_rows for b in batches)
+        routed = clock.run("route_rows", lambda b=batches: route(b))
+        source = clock.run(
+            "_candidate_batches", lambda r=routed: [y for t in r for y in _candidate_batches(t, 0)]
+        )
+        candidates += sum(b.num_rows for b in source)
+        writer = _PartWriter(table, f"{scratch}/batches/b{i}")
+        clock.run("_PartWriter (parquet parts)", lambda w=writer, s=source: list(w(iter(s))))
+    written = sum(pq.ParquetFile(p).metadata.num_rows for p in scratch.rglob("*.parquet"))
+    shutil.rmtree(scratch, ignore_errors=True)
+    total = sum(v for k, v in clock.seconds.items() if not k.startswith("md5"))
+    return {
+        "rows": rows, "candidates": candidates, "written": written, "ok": written == candidates == expected,
+        "stages": {k: round(v, 2) for k, v in clock.seconds.items()}, "seconds": round(total, 2),
+        "rows_per_s": round(rows / total),
+    }  # fmt: skip
+
+
+def _md5(path: str) -> str:
+    digest = hashlib.md5()
+    with open(path, "rb") as f:
+        while chunk := f.read(8 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _local_fs() -> Any:
+    import pyarrow.fs as pafs
+
+    return pafs.LocalFileSystem()
+
+
+# ---- Spark ----------------------------------------------------------------------------------
+
+
+def spark_session(master: str, workdir: Path, extra: dict[str, str]) -> Any:
+    from lakefs_gc.spark.session import build_session
+
+    log4j = workdir / "log4j2.properties"
+    log4j.write_text(QUIET_LOG4J2)
+    events = workdir / "spark-events"
+    events.mkdir(exist_ok=True)
+    conf = {
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.eventLog.enabled": "true",  # stage timings for the breakdown (the UI is off)
+        "spark.eventLog.dir": events.as_uri(),
+        "spark.eventLog.compress": "false",
+        "spark.eventLog.rolling.enabled": "false",
+        **extra,
+    }
+    return build_session("bench", environ=os.environ, master=master, conf=conf)
+
+
+def warm_up(spark: Any) -> None:
+    """Start the Python workers and import the ingest's modules, as any earlier job would have."""
+
+    def imports(batches: Iterator[Any]) -> Iterator[Any]:
+        import lakefs_gc.spark.candidate_table
+        import lakefs_gc.spark.inventory_source  # noqa: F401
+
+        yield from batches
+
+    partitions = spark.sparkContext.defaultParallelism
+    spark.range(0, partitions, numPartitions=partitions).mapInArrow(imports, "id long").count()
+
+
+def measured(spark: Any, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
+    """(fn(), wall seconds, stages, and CPU seconds of the JVM and of the Python workers meanwhile).
+
+    CPU seconds say where the work goes whatever else runs on the machine; wall time does not.
+    """
+
+    def cpu() -> dict[int, tuple[str, float]]:
+        out = {}
+        for pid, (_ppid, name) in process_tree(os.getpid()).items():
+            with contextlib.suppress(OSError):  # a worker that just exited
+                out[pid] = ("jvm" if name == "java" else "python workers", cpu_seconds(pid))
+        return out
+
+    before, load = cpu(), os.getloadavg()[0]
+    since_ms, start = time.time() * 1000, time.perf_counter()
+    result = fn()
+    seconds = time.perf_counter() - start
+    time.sleep(0.5)  # the event log's last stage lines
+    spent = {"jvm": 0.0, "python workers": 0.0}
+    for pid, (kind, value) in cpu().items():
+        spent[kind] += value - before.get(pid, (kind, 0.0))[1]
+    return result, {
+        "seconds": round(seconds, 2), "cpu": {k: round(v, 1) for k, v in spent.items()},
+        "load_before": round(load, 1), "stages": stage_times(spark, since_ms),
+    }  # fmt: skip
+
+
+def source_config(base: Path) -> Any:
+    from lakefs_gc.spark.inventory_source import SourceConfig
+    from lakefs_gc.storage.filesystems import StorageOptions
+    from lakefs_gc.storage.locations import StorageLocation, parse_location
+
+    return SourceConfig(
+        destination=parse_location(str(base / "dest")), storage=StorageOptions(), routes=routes(),
+        log=StorageLocation("local", "", "/unused"),  # ingest_available puts it in the checkpoint
+    )  # fmt: skip
+
+
+def spark_ingest(spark: Any, base: Path, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """One ``ingest_available`` of the delivery under ``base`` into a fresh table and checkpoint."""
+    import pyarrow.parquet as pq
+
+    from lakefs_gc.spark.candidate_table import CandidateTable
+    from lakefs_gc.spark.ingest import ingest_available
+    from lakefs_gc.storage.filesystems import StorageOptions
+    from lakefs_gc.storage.locations import parse_location
+
+    table = CandidateTable(parse_location(str(run_dir / "candidates")), StorageOptions())
+    result, out = measured(spark, lambda: ingest_available(
+        spark, source_config(base), table, run_dir / "checkpoint", say=lambda m: say("  " + m[:120])
+    ))  # fmt: skip
+    [delivery] = result.deliveries
+    written = sum(pq.ParquetFile(p).metadata.num_rows for p in (run_dir / "candidates").rglob("*.parquet"))
+    expected = info["expected"]
+    ok = delivery.status == "ingested" and delivery.repositories == expected
+    shutil.rmtree(run_dir, ignore_errors=True)
+    out.update(rows_per_s=round(info["rows"] / out["seconds"]), candidates=delivery.candidates,
+               written=written, ok=ok and written == sum(expected.values()))  # fmt: skip
+    return out
+
+
+def source_only(spark: Any, base: Path, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Diagnostic: the same stream into Spark's ``noop`` sink. The source reads, routes and hands
+    every row to the JVM; nothing is sent back to Python or written."""
+    from dataclasses import replace
+
+    from lakefs_gc.spark.ingest import delivery_log_location
+    from lakefs_gc.spark.inventory_source import SOURCE_NAME, source_class
+
+    config = replace(source_config(base), log=delivery_log_location(run_dir))
+    spark.dataSource.register(source_class(config))
+
+    def sink(df: Any, _batch_id: int) -> None:
+        df.write.format("noop").mode("overwrite").save()
+
+    def run() -> None:
+        query = (spark.readStream.format(SOURCE_NAME).load().writeStream.foreachBatch(sink)
+                 .option("checkpointLocation", str(run_dir)).trigger(availableNow=True).start())  # fmt: skip
+        query.awaitTermination()
+
+    _, out = measured(spark, run)
+    shutil.rmtree(run_dir, ignore_errors=True)
+    out["rows_per_s"] = round(info["rows"] / out["seconds"])
+    return out
+
+
+def one_pass(spark: Any, base: Path, files: int, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
+    """Diagnostic, a prototype of a design where no candidate row crosses the JVM: the same stream,
+    but each source task runs ``read_partition`` straight into the sink's ``_PartWriter`` and hands
+    Spark only the file's status row; the ``foreachBatch`` body just collects those."""
+    from dataclasses import replace
+
+    import pyarrow.compute as pc
+    import pyarrow.parquet as pq
+
+    from lakefs_gc.spark.candidate_table import CandidateTable, _PartWriter
+    from lakefs_gc.spark.ingest import delivery_log_location
+    from lakefs_gc.spark.inventory_source import (
+        SOURCE_NAME,
+        InventoryStreamReader,
+        is_status,
+        read_partition,
+        source_class,
+    )
+    from lakefs_gc.storage.filesystems import StorageOptions
+    from lakefs_gc.storage.locations import parse_location
+
+    table = CandidateTable(parse_location(str(run_dir / "candidates")), StorageOptions())
+
+    class WritingReader(InventoryStreamReader):
+        def read(self, partition: Any) -> Iterator[Any]:
+            statuses = []
+
+            def candidates() -> Iterator[Any]:
+                for batch in read_partition(self.config, partition):
+                    status = is_status(batch)
+                    if pc.any(status).as_py():
+                        statuses.append(batch.filter(status))
+                        batch = batch.filter(pc.invert(status))
+                    if batch.num_rows:
+                        yield batch
+
+            where = f"{run_dir}/candidates/parts/{partition.entry.seq:08d}-{partition.file_index}"
+            for _stats in _PartWriter(table, where)(candidates()):
+                pass
+            yield from statuses
+
+    config = replace(source_config(base), log=delivery_log_location(run_dir / "checkpoint"))
+    source = source_class(config)
+    spark.dataSource.register(
+        type("WritingSource", (source,), {"streamReader": lambda s, schema: WritingReader(config)})
+    )
+    statuses: list[Any] = []
+
+    def run() -> None:
+        checkpoint = str(run_dir / "checkpoint")
+        query = (spark.readStream.format(SOURCE_NAME).load().writeStream
+                 .foreachBatch(lambda df, _id: statuses.extend(df.collect()))
+                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())  # fmt: skip
+        query.awaitTermination()
+
+    _, out = measured(spark, run)
+    written = sum(pq.ParquetFile(p).metadata.num_rows for p in (run_dir / "candidates").rglob("*.parquet"))
+    shutil.rmtree(run_dir, ignore_errors=True)
+    ok = len(statuses) == files and not any(s["error"] for s in statuses)
+    out.update(rows_per_s=round(info["rows"] / out["seconds"]), written=written,
+               ok=ok and written == sum(info["expected"].values()))  # fmt: skip
+    return out
+
+
+# ---- report ---------------------------------------------------------------------------------
+
+
+def print_report(result: dict[str, Any]) -> None:
+    w = sys.stdout.write
+    w(f"\nlakefs-gc inventory ingest benchmark: {result['rows']:,} rows, ")
+    w(f"{result['rows_per_file']:,} per file\n")
+    w(f"{result['environment']}\n")
+    for fmt, r in result["formats"].items():
+        expected = r["expected"]
+        w(f"\n{fmt}: {r['files']} data files, {r['bytes'] / 2**20:,.0f} MiB; "
+          f"{sum(expected.values()):,} candidates expected {expected}\n")  # fmt: skip
+        print_lines(w, r)
+        best = max(s["rows_per_s"] for s in r["ingest"])
+        ratio = r["plain_threads"]["rows_per_s"] / best
+        w(f"  best ingest is {ratio:.2f}x slower than the plain read "
+          f"({'meets' if ratio <= 2 else 'MISSES'} the 2x aim)\n")  # fmt: skip
+        if "pipeline" in r:
+            p = r["pipeline"]
+            w(f"  Python pipeline stages (one core; {p['candidates']:,} candidates, "
+              f"{'OK' if p['ok'] else 'WRONG ROWS'}):\n")  # fmt: skip
+            for name, seconds in p["stages"].items():
+                w(f"    {name:<56} {seconds:>8.1f}\n")
+        w("  Spark stages of the last ingest run:\n")
+        print_stages(w, r["ingest"][-1]["stages"])
+    mem = result["memory"]
+    w(f"\npeak RSS MiB: python driver {mem['python_driver_peak_mib']}, driver JVM {mem['jvm_peak_mib']}, "
+      f"largest of {mem['python_workers']} python workers {mem['python_worker_peak_mib']}\n")  # fmt: skip
+
+
+def print_lines(w: Callable[[str], Any], r: dict[str, Any]) -> None:
+    plain = r["plain_threads"]["rows_per_s"]
+    w(f"  {'measured':<56} {'seconds':>8} {'rows/s':>11} {'vs plain':>9} {'JVM CPU s':>10} "
+      f"{'workers CPU s':>14} {'load':>5}\n")  # fmt: skip
+    lines = [("plain pyarrow read, threads", r["plain_threads"]),
+             ("plain pyarrow read, one thread", r["plain_one_thread"])]  # fmt: skip
+    if "pipeline" in r:
+        lines.append(("Python pipeline, one process, no Spark", r["pipeline"]))
+    for i, run in enumerate(r["ingest"]):
+        lines.append((f"ingest_available, run {i + 1} ({'OK' if run['ok'] else 'WRONG ROWS'})", run))
+    if "source_only" in r:
+        lines.append(("diagnostic: source only, noop sink", r["source_only"]))
+        ok = "OK" if r["one_pass"]["ok"] else "WRONG ROWS"
+        lines.append((f"diagnostic: source writes the parts ({ok})", r["one_pass"]))
+    for label, m in lines:
+        cpu = m.get("cpu")
+        spark = f"{cpu['jvm']:>10.1f} {cpu['python workers']:>14.1f} {m['load_before']:>5.1f}" if cpu else ""
+        ratio = plain / m["rows_per_s"]
+        w(f"  {label:<56} {m['seconds']:>8.1f} {m['rows_per_s']:>11,} {ratio:>8.2f}x {spark}\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--rows", type=int, default=10_000_000, help="inventory rows in the delivery")
+    parser.add_argument("--format", default="both", help="parquet, csv, both, or a comma list")
+    parser.add_argument("--rows-per-file", type=int, default=1_000_000)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-bench-inventory"),
+                        help="deliveries are kept here and reused")  # fmt: skip
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--repeat", type=int, default=2, help="ingest runs per format (the first is colder)")
+    parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
+                        help="extra Spark conf, to try a setting (repeatable)")  # fmt: skip
+    parser.add_argument("--no-diagnostics", action="store_true",
+                        help="skip the diagnostic Spark jobs and the in-process pipeline")  # fmt: skip
+    parser.add_argument("--json", type=Path, help="also write all numbers to this file")
+    parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    formats = ["parquet", "csv"] if args.format == "both" else args.format.split(",")
+    workdir = args.workdir.resolve()
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.generate_only:
+        generate(workdir, args.rows, args.rows_per_file, formats)
+        return 0
+    ensure_deliveries(workdir, args.rows, args.rows_per_file, formats)
+    extra = dict(c.split("=", 1) for c in args.conf)
+    result: dict[str, Any] = {
+        "rows": args.rows, "rows_per_file": args.rows_per_file, "conf": extra, "formats": {},
+        "environment": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start, "
+        f"Spark master {args.master}" + (f", extra conf {extra}" if extra else ""),
+    }  # fmt: skip
+    loaded = {f: load_delivery(delivery_dir(workdir, args.rows, args.rows_per_file, f)) for f in formats}
+    spark = spark_session(args.master, workdir, extra)
+    try:
+        warm_up(spark)
+        for fmt, (delivery, info) in loaded.items():
+            result["formats"][fmt] = bench_spark(spark, workdir, fmt, delivery, info, args)
+        result["memory"] = driver_memory()  # before this process reads any table itself
+    finally:
+        spark.stop()
+    for fmt, (delivery, info) in loaded.items():
+        r = result["formats"][fmt]
+        say(f"{fmt}: plain pyarrow reads")
+        r["plain_threads"] = plain_read(delivery, threads=True)
+        r["plain_one_thread"] = plain_read(delivery, threads=False)
+        if not args.no_diagnostics:
+            say(f"{fmt}: the Python pipeline without Spark")
+            scratch = workdir / "runs" / "pipeline"
+            r["pipeline"] = python_pipeline(delivery, sum(info["expected"].values()), scratch)
+    result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
+    print_report(result)
+    if args.json:
+        args.json.write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
+def bench_spark(
+    spark: Any, workdir: Path, fmt: str, delivery: Any, info: dict[str, Any], args: Any
+) -> dict[str, Any]:
+    base = delivery_dir(workdir, args.rows, args.rows_per_file, fmt)
+    out: dict[str, Any] = {
+        "files": len(delivery.files), "bytes": sum(f.size or 0 for f in delivery.files),
+        "expected": info["expected"], "ingest": [],
+    }  # fmt: skip
+    for i in range(args.repeat):
+        say(f"{fmt}: ingest run {i + 1}")
+        run = spark_ingest(spark, base, info, workdir / "runs" / uuid.uuid4().hex[:8])
+        say(f"{fmt}: {run['seconds']}s, {run['rows_per_s']:,} rows/s, CPU {run['cpu']}, ok={run['ok']}")
+        out["ingest"].append(run)
+    if not args.no_diagnostics:
+        say(f"{fmt}: diagnostic jobs")
+        out["source_only"] = source_only(spark, base, info, workdir / "runs" / uuid.uuid4().hex[:8])
+        out["one_pass"] = one_pass(
+            spark, base, len(delivery.files), info, workdir / "runs" / uuid.uuid4().hex[:8]
+        )
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())
