@@ -10,16 +10,12 @@ Measured in the same run, per format:
 * **plain read**: the data files read by pyarrow alone in this process (``pyarrow.parquet.read_table``,
   ``pyarrow.csv.read_csv`` on the gzip stream), with and without pyarrow's threads;
 * **Python pipeline, no Spark**: the executor-side work of the ingest, one stage at a time in this
-  process: MD5, ``read_data_file``, ``route_rows``, ``_candidate_batches``, ``_PartWriter``;
+  process: MD5, ``read_data_file``, ``route_rows``, ``CandidatePartWriter``;
 * **ingest**: ``ingest_available`` (the streaming source with ``availableNow`` into a fresh candidate
   table and checkpoint) on local Spark, ``--repeat`` times (the first is the session's first stream,
   so colder), with a check that the table holds exactly the expected candidates, the Spark stages
   from the event log, and the CPU seconds the JVM and the Python workers spent meanwhile (CPU
-  seconds say where the work goes even when other jobs share the machine; wall time does not);
-* **diagnostics** (``--no-diagnostics`` skips them): the same stream into Spark's ``noop`` sink
-  (what the source costs, rows handed to the JVM and dropped), and a prototype in which each
-  source task writes its file's candidate parts itself and hands Spark only the status row (what
-  the ingest would cost if no candidate row crossed the JVM).
+  seconds say where the work goes even when other jobs share the machine; wall time does not).
 
 Aim: ingest rows/second within 2x of the plain read (threaded). Also reported: peak RSS of this
 Python driver (taken right after the Spark runs, before the in-process measurements), of the
@@ -242,13 +238,9 @@ def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, An
 
     from lakefs_gc.inventory.discovery import read_rows
     from lakefs_gc.inventory.mapping import route_rows
-    from lakefs_gc.spark.candidate_table import CandidateTable, _PartWriter
-    from lakefs_gc.spark.inventory_source import _candidate_batches
-    from lakefs_gc.storage.filesystems import StorageOptions
-    from lakefs_gc.storage.locations import parse_location
+    from lakefs_gc.spark.candidate_parts import CandidatePartWriter, part_path
 
     fs, where = _local_fs(), routes()
-    table = CandidateTable(parse_location(str(scratch)), StorageOptions())
     clock, rows, candidates = Clock(), 0, 0
 
     def route(batches: list[Any]) -> list[Any]:
@@ -264,12 +256,11 @@ def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, An
         )
         rows += sum(b.num_rows for b in batches)
         routed = clock.run("route_rows", lambda b=batches: route(b))
-        source = clock.run(
-            "_candidate_batches", lambda r=routed: [y for t in r for y in _candidate_batches(t, 0)]
+        candidates += sum(t.num_rows for t in routed)
+        writer = CandidatePartWriter(fs, part_path(str(scratch), 0, i))
+        clock.run(
+            "CandidatePartWriter (parquet part)", lambda w=writer, r=routed: [*map(w.write, r), w.close()]
         )
-        candidates += sum(b.num_rows for b in source)
-        writer = _PartWriter(table, f"{scratch}/batches/b{i}")
-        clock.run("_PartWriter (parquet parts)", lambda w=writer, s=source: list(w(iter(s))))
     written = sum(pq.ParquetFile(p).metadata.num_rows for p in scratch.rglob("*.parquet"))
     shutil.rmtree(scratch, ignore_errors=True)
     total = sum(v for k, v in clock.seconds.items() if not k.startswith("md5"))
@@ -359,11 +350,10 @@ def measured(spark: Any, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
 def source_config(base: Path) -> Any:
     from lakefs_gc.spark.inventory_source import SourceConfig
     from lakefs_gc.storage.filesystems import StorageOptions
-    from lakefs_gc.storage.locations import StorageLocation, parse_location
+    from lakefs_gc.storage.locations import parse_location
 
     return SourceConfig(
         destination=parse_location(str(base / "dest")), storage=StorageOptions(), routes=routes(),
-        log=StorageLocation("local", "", "/unused"),  # ingest_available puts it in the checkpoint
     )  # fmt: skip
 
 
@@ -388,98 +378,6 @@ def spark_ingest(spark: Any, base: Path, info: dict[str, Any], run_dir: Path) ->
     out.update(rows_per_s=round(info["rows"] / out["seconds"]), candidates=delivery.candidates,
                written=written, ok=ok and written == sum(expected.values()))  # fmt: skip
     return out
-
-
-def source_only(spark: Any, base: Path, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Diagnostic: the same stream into Spark's ``noop`` sink. The source reads, routes and hands
-    every row to the JVM; nothing is sent back to Python or written."""
-    from dataclasses import replace
-
-    from lakefs_gc.spark.ingest import delivery_log_location
-    from lakefs_gc.spark.inventory_source import SOURCE_NAME, source_class
-
-    config = replace(source_config(base), log=delivery_log_location(run_dir))
-    spark.dataSource.register(source_class(config))
-
-    def sink(df: Any, _batch_id: int) -> None:
-        df.write.format("noop").mode("overwrite").save()
-
-    def run() -> None:
-        query = (spark.readStream.format(SOURCE_NAME).load().writeStream.foreachBatch(sink)
-                 .option("checkpointLocation", str(run_dir)).trigger(availableNow=True).start())  # fmt: skip
-        query.awaitTermination()
-
-    _, out = measured(spark, run)
-    shutil.rmtree(run_dir, ignore_errors=True)
-    out["rows_per_s"] = round(info["rows"] / out["seconds"])
-    return out
-
-
-def one_pass(spark: Any, base: Path, files: int, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
-    """Diagnostic, a prototype of a design where no candidate row crosses the JVM: the same stream,
-    but each source task runs ``read_partition`` straight into the sink's ``_PartWriter`` and hands
-    Spark only the file's status row; the ``foreachBatch`` body just collects those."""
-    from dataclasses import replace
-
-    import pyarrow.compute as pc
-    import pyarrow.parquet as pq
-
-    from lakefs_gc.spark.candidate_table import CandidateTable, _PartWriter
-    from lakefs_gc.spark.ingest import delivery_log_location
-    from lakefs_gc.spark.inventory_source import (
-        SOURCE_NAME,
-        InventoryStreamReader,
-        is_status,
-        read_partition,
-        source_class,
-    )
-    from lakefs_gc.storage.filesystems import StorageOptions
-    from lakefs_gc.storage.locations import parse_location
-
-    table = CandidateTable(parse_location(str(run_dir / "candidates")), StorageOptions())
-
-    class WritingReader(InventoryStreamReader):
-        def read(self, partition: Any) -> Iterator[Any]:
-            statuses = []
-
-            def candidates() -> Iterator[Any]:
-                for batch in read_partition(self.config, partition):
-                    status = is_status(batch)
-                    if pc.any(status).as_py():
-                        statuses.append(batch.filter(status))
-                        batch = batch.filter(pc.invert(status))
-                    if batch.num_rows:
-                        yield batch
-
-            where = f"{run_dir}/candidates/parts/{partition.entry.seq:08d}-{partition.file_index}"
-            for _stats in _PartWriter(table, where)(candidates()):
-                pass
-            yield from statuses
-
-    config = replace(source_config(base), log=delivery_log_location(run_dir / "checkpoint"))
-    source = source_class(config)
-    spark.dataSource.register(
-        type("WritingSource", (source,), {"streamReader": lambda s, schema: WritingReader(config)})
-    )
-    statuses: list[Any] = []
-
-    def run() -> None:
-        checkpoint = str(run_dir / "checkpoint")
-        query = (spark.readStream.format(SOURCE_NAME).load().writeStream
-                 .foreachBatch(lambda df, _id: statuses.extend(df.collect()))
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())  # fmt: skip
-        query.awaitTermination()
-
-    _, out = measured(spark, run)
-    written = sum(pq.ParquetFile(p).metadata.num_rows for p in (run_dir / "candidates").rglob("*.parquet"))
-    shutil.rmtree(run_dir, ignore_errors=True)
-    ok = len(statuses) == files and not any(s["error"] for s in statuses)
-    out.update(rows_per_s=round(info["rows"] / out["seconds"]), written=written,
-               ok=ok and written == sum(info["expected"].values()))  # fmt: skip
-    return out
-
-
-# ---- report ---------------------------------------------------------------------------------
 
 
 def print_report(result: dict[str, Any]) -> None:
@@ -519,10 +417,6 @@ def print_lines(w: Callable[[str], Any], r: dict[str, Any]) -> None:
         lines.append(("Python pipeline, one process, no Spark", r["pipeline"]))
     for i, run in enumerate(r["ingest"]):
         lines.append((f"ingest_available, run {i + 1} ({'OK' if run['ok'] else 'WRONG ROWS'})", run))
-    if "source_only" in r:
-        lines.append(("diagnostic: source only, noop sink", r["source_only"]))
-        ok = "OK" if r["one_pass"]["ok"] else "WRONG ROWS"
-        lines.append((f"diagnostic: source writes the parts ({ok})", r["one_pass"]))
     for label, m in lines:
         cpu = m.get("cpu")
         spark = f"{cpu['jvm']:>10.1f} {cpu['python workers']:>14.1f} {m['load_before']:>5.1f}" if cpu else ""
@@ -544,7 +438,7 @@ def main() -> int:
     parser.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE",
                         help="extra Spark conf, to try a setting (repeatable)")  # fmt: skip
     parser.add_argument("--no-diagnostics", action="store_true",
-                        help="skip the diagnostic Spark jobs and the in-process pipeline")  # fmt: skip
+                        help="skip the in-process pipeline")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -599,12 +493,6 @@ def bench_spark(
         run = spark_ingest(spark, base, info, workdir / "runs" / uuid.uuid4().hex[:8])
         say(f"{fmt}: {run['seconds']}s, {run['rows_per_s']:,} rows/s, CPU {run['cpu']}, ok={run['ok']}")
         out["ingest"].append(run)
-    if not args.no_diagnostics:
-        say(f"{fmt}: diagnostic jobs")
-        out["source_only"] = source_only(spark, base, info, workdir / "runs" / uuid.uuid4().hex[:8])
-        out["one_pass"] = one_pass(
-            spark, base, len(delivery.files), info, workdir / "runs" / uuid.uuid4().hex[:8]
-        )
     return out
 
 

@@ -1,8 +1,8 @@
 """``lakefs-gc inventory ingest`` killed with SIGKILL and restarted: each delivery exactly once.
 
 Three deliveries arrive over time. The ingest process (Python driver and its JVM) is killed at
-two points of a micro-batch: after Spark logged the batch's offsets, while the sink writes its
-part files; and after the sink's record, around Spark's commit. Every restart with the
+two points of a micro-batch: after Spark logged the batch's offsets, while the source tasks write
+the candidate parts; and after the sink's record, around Spark's commit. Every restart with the
 same checkpoint must finish the job, and the candidate table must hold each delivery once.
 """
 
@@ -79,7 +79,7 @@ def test_three_deliveries_survive_kills(tmp_path: Path, spark: SparkSession) -> 
     assert [d["id"] for d in ingester.complete()] == [first]
 
     second = deliver(ingester.dest, 2, "azure", "parquet")
-    ingester.kill_when(ingester.exists("candidates/batches/*-00000001/*/part-*"))  # sink writing
+    ingester.kill_when(ingester.exists("candidates/parts/*/00000001/part-*"))  # parts being written
     assert [d["id"] for d in ingester.complete()] == [second]
 
     third = deliver(ingester.dest, 3, "s3", "csv")
@@ -100,6 +100,9 @@ def test_three_deliveries_survive_kills(tmp_path: Path, spark: SparkSession) -> 
         for r in candidates_frame(spark, table, deliveries, parallelism=2).collect()
     ]
     assert len(rows) == len(set(rows)) == 30
+    listed = {part for d in deliveries for part in d.parts}
+    on_disk = {str(p.relative_to(ingester.table)) for p in ingester.table.glob("parts/*/*/*.parquet")}
+    assert on_disk == listed  # a killed attempt's parts were cleaned up, none is read twice
     assert {d: sum(1 for r in rows if r[2] == d) for d in (first, second, third)} == {
         first: 10,
         second: 10,

@@ -22,7 +22,7 @@ from lakefs_gc.spark.candidate_table import (
 from lakefs_gc.spark.ingest import ingest_available
 from lakefs_gc.spark.inventory_source import SourceConfig
 from lakefs_gc.storage.filesystems import StorageOptions
-from lakefs_gc.storage.locations import StorageLocation, parse_location
+from lakefs_gc.storage.locations import parse_location
 from tests.inventory import test_s3_inventory as s3_cases
 
 T0 = datetime(2026, 11, 1, 6, 0, tzinfo=timezone.utc)
@@ -70,7 +70,6 @@ class Ingest:
             destination=parse_location(str(self.dest)),
             storage=StorageOptions(),
             routes=routes,
-            log=StorageLocation("local", "", "/unused"),  # ingest_available keeps it in the checkpoint
             max_deliveries_per_batch=per_batch,
         )
         result = ingest_available(self.spark, config, self.table, self.checkpoint, say=self.lines.append)

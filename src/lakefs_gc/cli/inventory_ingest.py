@@ -25,7 +25,7 @@ from lakefs_gc.errors import ConfigError
 from lakefs_gc.inventory.delivery import InventoryError
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.settings import StorageSettings
-from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
+from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
 
 DESCRIPTION = """\
 Ingest every complete inventory delivery under DEST that this checkpoint has not ingested yet
@@ -96,7 +96,6 @@ def run_ingest(args: argparse.Namespace) -> int:
         destination=destination,
         storage=settings.storage,
         routes=routes,
-        log=StorageLocation("local", "", str(args.checkpoint)),  # replaced by the checkpoint's log
         flavour=args.flavour,
         max_deliveries_per_batch=args.deliveries_per_batch,
     )

@@ -2,18 +2,21 @@
 
 Layout under the table location (any store ``pyarrow.fs`` reaches; no Hadoop connector)::
 
-    batches/<query>-<batch>/<delivery seq>/part-<partition>.parquet   CANDIDATE_SCHEMA rows
-    _ingest/<query>-<batch>.json                                      the batch's ingest report
+    parts/<ingest>/<delivery seq>/part-<file>-<attempt>.parquet   CANDIDATE_SCHEMA rows
+    _ingest/<ingest>-<batch>.json                                 the batch's ingest report
 
-A micro-batch is visible only through its ``_ingest`` record, written last. The record is the
-ingest report: every delivery of the batch, ingested (files, candidates per repository) or
-rejected (the file and the reason). That makes the ``foreachBatch`` sink idempotent per batch id
-(cloud-formats.md §5.4): a batch replayed after a crash finds its record and is skipped, or finds
-none, discards whatever a killed attempt left and writes again. ``<query>`` is the checkpoint's
-query id, so a new checkpoint never mistakes an old query's records for its own batches.
+The source writes one part per data file (:mod:`~lakefs_gc.spark.candidate_parts`) and the
+``foreachBatch`` sink receives only their status rows. A micro-batch is visible only through its
+``_ingest`` record, written last: the ingest report, listing every delivery of the batch as
+ingested (its parts, files, candidates per repository) or rejected (the file and the reason).
+That makes the sink idempotent per batch id (cloud-formats.md §5.4): a batch replayed after a
+crash finds its record and is skipped, or finds none and runs again; readers read only the parts
+a record lists, so parts of killed or retried attempts are never read (the sink deletes them).
+``<ingest>`` is an id kept in the checkpoint, so a new checkpoint never mistakes an old one's
+records for its own batches.
 
-Rows of a rejected delivery are deleted before the record is written, so bad input never
-becomes a snapshot.
+A rejected delivery's parts are deleted before the record is written, so bad input never becomes
+a snapshot.
 """
 
 from __future__ import annotations
@@ -22,45 +25,25 @@ import json
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.inventory.mapping import CANDIDATE_SCHEMA
-from lakefs_gc.spark.inventory_source import is_status
 from lakefs_gc.spark.reports import open_report_output
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-BATCHES = "batches"
+PARTS = "parts"
 RECORDS = "_ingest"
 CANDIDATE_DDL = (
     "repository string, address string, size long, last_modified timestamp, etag string, "
     "delivery_id string, snapshot_time timestamp"
-)
-#: what each writer task reports: per delivery, its files' outcomes and candidates per repository
-_STATS_DDL = (
-    "delivery_seq long, delivery_id string, snapshot_time timestamp, file string, rows long, "
-    "error string, repositories string"
-)
-_STATS_SCHEMA = pa.schema(
-    [
-        ("delivery_seq", pa.int64()),
-        ("delivery_id", pa.string()),
-        ("snapshot_time", pa.timestamp("us", tz="UTC")),
-        ("file", pa.string()),
-        ("rows", pa.int64()),
-        ("error", pa.string()),
-        ("repositories", pa.string()),
-    ]
 )
 
 
@@ -92,29 +75,31 @@ class IngestedDelivery:
     repositories: dict[str, int] = field(default_factory=dict)
     errors: list[str] = field(default_factory=list)
     batch: str = ""
+    parts: list[str] = field(default_factory=list)  # relative to the table
 
 
 class CandidateTableSink:
-    """The ``foreachBatch`` body writing inventory-source batches into a :class:`CandidateTable`."""
+    """The ``foreachBatch`` body recording inventory-source batches in a :class:`CandidateTable`."""
 
-    def __init__(self, table: CandidateTable, checkpoint: Path, say: Callable[[str], None]) -> None:
-        self.table, self.checkpoint, self.say = table, checkpoint, say
+    def __init__(self, table: CandidateTable, ingest_id: str, say: Callable[[str], None]) -> None:
+        self.table, self.ingest_id, self.say = table, ingest_id, say
         self.committed: list[IngestedDelivery] = []  # what this process's batches recorded
 
+    def parts_location(self) -> StorageLocation:
+        return self.table.location.join(f"{PARTS}/{self.ingest_id}")
+
     def __call__(self, df: DataFrame, batch_id: int) -> None:
-        name = f"{self._query_id()}-{batch_id:08d}"
+        name = f"{self.ingest_id}-{batch_id:08d}"
         fs, base = self.table.filesystem()
         record = f"{base}/{RECORDS}/{name}.json"
         if fs.get_file_info(record).type == pafs.FileType.File:
             self.say(f"batch {batch_id} was already recorded in {record}; skipping its replay")
             return
-        batch_dir = f"{base}/{BATCHES}/{name}"
-        _delete_dir(fs, batch_dir)
-        stats = df.mapInArrow(_PartWriter(self.table, batch_dir), _STATS_DDL).collect()
-        deliveries = _deliveries(stats, name)
+        deliveries = _deliveries(df.collect(), name, base)  # one status row per data file
+        parts_dir = f"{base}/{PARTS}/{self.ingest_id}"
         for delivery in deliveries:
-            if delivery.status == "rejected":
-                _delete_dir(fs, f"{batch_dir}/{delivery.seq:08d}")
+            keep = {f"{base}/{p}" for p in delivery.parts}
+            _delete_parts_except(fs, f"{parts_dir}/{delivery.seq:08d}", keep)
         body = {
             "batch": name,
             "batch_id": batch_id,
@@ -126,13 +111,6 @@ class CandidateTableSink:
         for delivery in deliveries:
             self.say(describe(delivery))
         self.committed.extend(deliveries)
-
-    def _query_id(self) -> str:
-        """Spark writes ``<checkpoint>/metadata`` (``{"id": ...}``) before the first batch."""
-        try:
-            return str(json.loads((self.checkpoint / "metadata").read_text())["id"])
-        except (OSError, ValueError, KeyError) as e:
-            raise StorageError(f"{self.checkpoint}/metadata: cannot read the streaming query id: {e}") from e
 
 
 def describe(delivery: IngestedDelivery) -> str:
@@ -146,94 +124,8 @@ def describe(delivery: IngestedDelivery) -> str:
     )
 
 
-class _PartWriter:
-    """Per partition (one data file): write its candidates, return its status (on an executor).
-
-    Spark hands ``mapInArrow`` batches of ``spark.sql.execution.arrow.maxRecordsPerBatch`` rows
-    (10K by default); they are gathered into row groups of about :data:`ROW_GROUP_ROWS` rows,
-    since a parquet write per small batch costs twice the time and makes a file of tiny row groups.
-    """
-
-    ROW_GROUP_ROWS = 128 * 1024
-    #: columns worth a dictionary (one or a few values per file); the others are unique per row
-    DICTIONARY_COLUMNS = ("repository", "delivery_id", "snapshot_time")
-
-    def __init__(self, table: CandidateTable, batch_dir: str) -> None:
-        self.table, self.batch_dir = table, batch_dir
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        from pyspark import TaskContext
-
-        context = TaskContext.get()
-        partition = context.partitionId() if context is not None else 0
-        fs, _ = self.table.filesystem()
-        writers: dict[int, tuple[pq.ParquetWriter, Any]] = {}
-        counts: dict[tuple[int, str, str], int] = {}
-        statuses: list[dict[str, Any]] = []
-        pending: list[pa.RecordBatch] = []
-        buffered = 0
-        try:
-            for batch in batches:
-                status = is_status(batch)
-                if pc.any(status).as_py():  # one status row per data file: rare
-                    statuses.extend(batch.filter(status).to_pylist())
-                    batch = batch.filter(pc.invert(status))
-                pending.append(batch)
-                buffered += batch.num_rows
-                if buffered >= self.ROW_GROUP_ROWS:
-                    self._write(fs, writers, partition, pa.Table.from_batches(pending), counts)
-                    pending, buffered = [], 0
-            if pending:
-                self._write(fs, writers, partition, pa.Table.from_batches(pending), counts)
-        finally:
-            for writer, stream in writers.values():
-                writer.close()
-                stream.close()  # ParquetWriter leaves a stream it was given open (S3: not uploaded)
-        yield _stats_batch(statuses, counts)
-
-    def _write(
-        self,
-        fs: pafs.FileSystem,
-        writers: dict[int, tuple[pq.ParquetWriter, Any]],
-        partition: int,
-        candidates: pa.Table,
-        counts: dict[tuple[int, str, str], int],
-    ) -> None:
-        if candidates.num_rows == 0:
-            return
-        keys = ["delivery_seq", "delivery_id", "repository"]
-        for row in candidates.group_by(keys).aggregate([([], "count_all")]).to_pylist():
-            key = (row["delivery_seq"], row["delivery_id"], row["repository"])
-            counts[key] = counts.get(key, 0) + int(row["count_all"])
-        seqs = pc.unique(candidates.column("delivery_seq")).to_pylist()
-        for seq in seqs:
-            rows = candidates
-            if len(seqs) > 1:
-                rows = candidates.filter(pc.equal(candidates.column("delivery_seq"), seq))
-            if seq not in writers:
-                path = f"{self.batch_dir}/{seq:08d}/part-{partition:05d}.parquet"
-                stream = open_report_output(fs, path)
-                writer = pq.ParquetWriter(
-                    stream, CANDIDATE_SCHEMA, use_dictionary=list(self.DICTIONARY_COLUMNS)
-                )
-                writers[seq] = (writer, stream)
-            writers[seq][0].write_table(rows.select(CANDIDATE_SCHEMA.names).cast(CANDIDATE_SCHEMA))
-
-
-def _stats_batch(statuses: list[dict[str, Any]], counts: dict[tuple[int, str, str], int]) -> pa.RecordBatch:
-    """Status rows as they came, then one row per delivery with its candidates per repository."""
-    rows = [{**{name: s.get(name) for name in _STATS_SCHEMA.names}, "rows": None} for s in statuses]
-    per_delivery: dict[tuple[int, str], dict[str, int]] = {}
-    for (seq, delivery_id, repository), n in counts.items():
-        per_delivery.setdefault((seq, delivery_id), {})[repository] = n
-    for (seq, delivery_id), repos in per_delivery.items():
-        count = {"rows": sum(repos.values()), "repositories": json.dumps(repos)}
-        rows.append({"delivery_seq": seq, "delivery_id": delivery_id, **count})
-    return pa.RecordBatch.from_pylist(rows, schema=_STATS_SCHEMA)
-
-
-def _deliveries(stats: list[Any], batch: str) -> list[IngestedDelivery]:
-    """Fold the writers' per-file statuses and counts into one report entry per delivery."""
+def _deliveries(stats: list[Any], batch: str, base: str) -> list[IngestedDelivery]:
+    """Fold the per-file status rows into one report entry per delivery."""
     found: dict[int, IngestedDelivery] = {}
     for row in sorted(stats, key=lambda r: (r["delivery_seq"], r["file"] or "")):
         seq = row["delivery_seq"]
@@ -245,13 +137,14 @@ def _deliveries(stats: list[Any], batch: str) -> list[IngestedDelivery]:
         if row["error"] is not None:
             d.status = "rejected"
             d.errors.append(row["error"])
-        if row["repositories"]:
-            for repository, n in json.loads(row["repositories"]).items():
-                d.repositories[repository] = d.repositories.get(repository, 0) + n
+        if row["part"]:
+            d.parts.append(row["part"][len(base) + 1 :])
+        for repository, n in json.loads(row["repositories"] or "{}").items():
+            d.repositories[repository] = d.repositories.get(repository, 0) + n
     for d in found.values():
-        d.candidates = sum(d.repositories.values()) if d.status == "ingested" else 0
         if d.status == "rejected":
-            d.repositories = {}
+            d.repositories, d.parts = {}, []
+        d.candidates = sum(d.repositories.values())
     return [found[seq] for seq in sorted(found)]
 
 
@@ -290,13 +183,8 @@ def candidates_frame(
     A delivery's rows are deduplicated by (repository, address): Azure inventories may repeat a
     blob across the data files of one run.
     """
-    fs, base = table.filesystem()
-    paths: list[str] = []
-    for d in deliveries:
-        if d.status != "ingested":
-            continue
-        selector = pafs.FileSelector(f"{base}/{BATCHES}/{d.batch}/{d.seq:08d}", allow_not_found=True)
-        paths.extend(sorted(i.path for i in fs.get_file_info(selector) if i.base_name.endswith(".parquet")))
+    _, base = table.filesystem()
+    paths = [f"{base}/{part}" for d in deliveries if d.status == "ingested" for part in d.parts]
     tasks = spark.createDataFrame([(p,) for p in paths], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
     frame = tasks.mapInArrow(_PartReader(table), CANDIDATE_DDL)
@@ -315,9 +203,12 @@ class _PartReader:
                     yield from pq.ParquetFile(f).iter_batches(batch_size=65536)
 
 
-def _delete_dir(fs: pafs.FileSystem, path: str) -> None:
+def _delete_parts_except(fs: pafs.FileSystem, path: str, keep: set[str]) -> None:
+    """Remove the parts under ``path`` no record will list (killed attempts, a rejected delivery)."""
     try:
-        fs.delete_dir(path)
+        infos = fs.get_file_info(pafs.FileSelector(path, allow_not_found=True))
+        for info in infos:
+            if info.type == pafs.FileType.File and info.path not in keep:
+                fs.delete_file(info.path)
     except OSError as e:
-        if not is_not_found(e) and fs.get_file_info(path).type != pafs.FileType.NotFound:
-            raise StorageError(f"cannot clear {path}: {e}") from e
+        raise StorageError(f"cannot clear stale parts under {path}: {e}") from e

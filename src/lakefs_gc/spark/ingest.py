@@ -6,12 +6,14 @@ micro-batch, and stops. Killing it at any point and starting it again with the s
 ingests each delivery exactly once (see :mod:`lakefs_gc.spark.candidate_table`).
 
 The checkpoint is Spark's own (offsets and commits logs), so it must be on a filesystem Spark
-writes without connectors: a local or mounted directory (or HDFS). The delivery log lives inside
-it, because the two must be kept, or reset, together.
+writes without connectors: a local or mounted directory (or HDFS). The delivery log and the
+ingest id (which names this checkpoint's records and parts in the table) live inside it, because
+they must be kept, or reset, together.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -27,6 +29,8 @@ if TYPE_CHECKING:
 
 #: the delivery log's directory inside the checkpoint
 DELIVERY_LOG = "lakefs-gc-deliveries"
+#: the file inside the checkpoint holding its ingest id
+INGEST_ID = "lakefs-gc-ingest-id"
 
 
 @dataclass(frozen=True)
@@ -48,6 +52,17 @@ def delivery_log_location(checkpoint: Path) -> StorageLocation:
     return StorageLocation("local", "", str(checkpoint.resolve() / DELIVERY_LOG))
 
 
+def ingest_id(checkpoint: Path) -> str:
+    """This checkpoint's id, created on first use."""
+    path = checkpoint / INGEST_ID
+    if not path.exists():
+        checkpoint.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(uuid.uuid4().hex[:16] + "\n")
+        tmp.replace(path)  # atomic: a kill never leaves a half-written id
+    return path.read_text().strip()
+
+
 def ingest_available(
     spark: SparkSession,
     source: SourceConfig,
@@ -60,9 +75,9 @@ def ingest_available(
     if not source.routes:
         raise ConfigError("no repository namespace to ingest for: give at least one repository")
     checkpoint = checkpoint.resolve()
-    source = replace(source, log=delivery_log_location(checkpoint))
+    sink = CandidateTableSink(table, ingest_id(checkpoint), say)
+    source = replace(source, log=delivery_log_location(checkpoint), parts=sink.parts_location())
     spark.dataSource.register(source_class(source))
-    sink = CandidateTableSink(table, checkpoint, say)
     query = (
         spark.readStream.format(SOURCE_NAME)
         .load()

@@ -5,11 +5,13 @@ deliveries and admits them to the :class:`~lakefs_gc.inventory.delivery_log.Deli
 offset ``{"deliveries": N, "last": <manifest>}`` names the first N log entries, so a batch
 re-planned after a crash reads exactly the deliveries it read before. Each data file of each
 delivery is one input partition, read on an executor through ``pyarrow.fs`` and routed to the
-configured repositories' namespaces (:func:`~lakefs_gc.inventory.mapping.route_rows`).
+configured repositories' namespaces (:func:`~lakefs_gc.inventory.mapping.route_rows`) and
+written as one parquet part of the candidate table (:mod:`~lakefs_gc.spark.candidate_parts`).
 
-Rows are candidates, plus one *status row* per data file (``address`` null): how many candidates
-it gave, or why it was rejected. A bad file does not fail the query; the sink drops that whole
-delivery and records the reason (issue: bad input never becomes a snapshot, others continue).
+The source's rows are *status rows*, one per data file: its part and candidates per repository,
+or why it was rejected. Candidates never pass through Spark's rows (that conversion was most of
+the ingest's cost). A bad file does not fail the query; the sink drops that whole delivery and
+records the reason (bad input never becomes a snapshot, the others continue).
 
 Gotchas honoured here (§0): ``read()`` runs on a pickled copy of the reader, so everything it
 needs travels in the partition or in the picklable :class:`SourceConfig`; no client is kept on
@@ -22,12 +24,12 @@ in a query plan.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
@@ -36,30 +38,32 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
-from lakefs_gc.inventory.delivery import Delivery, Flavour, InventoryError
+from lakefs_gc.errors import ConfigError
+from lakefs_gc.inventory.delivery import Flavour, InventoryError
 from lakefs_gc.inventory.delivery_log import DeliveryLog, LogEntry
 from lakefs_gc.inventory.discovery import discover, read_rows
-from lakefs_gc.inventory.mapping import CANDIDATE_SCHEMA, NamespaceRoute, route_rows
+from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
+from lakefs_gc.spark.candidate_parts import CandidatePartWriter, part_path
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
 SOURCE_NAME = "lakefs_gc_inventory"
 
-_TS = pa.timestamp("us", tz="UTC")
-#: the source's rows: CANDIDATE_SCHEMA, then the log position and the per-file status columns
+#: one row per data file (or per delivery rejected before its files were read)
 SOURCE_SCHEMA = pa.schema(
     [
-        *CANDIDATE_SCHEMA,
-        ("delivery_seq", pa.int64()),
-        ("file", pa.string()),  # status rows: the data file
-        ("file_rows", pa.int64()),  # status rows: candidates the file gave
-        ("error", pa.string()),  # status rows: why the file (and so its delivery) is rejected
+        ("delivery_seq", pa.int64()),  # position in the delivery log
+        ("delivery_id", pa.string()),  # the manifest
+        ("snapshot_time", pa.timestamp("us", tz="UTC")),
+        ("file", pa.string()),  # the data file (null: the delivery has none, or was rejected early)
+        ("part", pa.string()),  # the candidate part written for it (null: no candidates)
+        ("repositories", pa.string()),  # JSON {repository: candidates}
+        ("error", pa.string()),  # why the file, and so its delivery, is rejected
     ]
 )
 SOURCE_DDL = (
-    "repository string, address string, size long, last_modified timestamp, etag string, "
-    "delivery_id string, snapshot_time timestamp, delivery_seq long, file string, file_rows long, "
-    "error string"
+    "delivery_seq long, delivery_id string, snapshot_time timestamp, file string, part string, "
+    "repositories string, error string"
 )
 
 
@@ -70,9 +74,17 @@ class SourceConfig:
     destination: StorageLocation  # S3 Inventory destination prefix or Azure inventory container
     storage: StorageOptions
     routes: tuple[NamespaceRoute, ...]
-    log: StorageLocation  # the delivery log; as durable as the checkpoint (normally inside it)
     flavour: Flavour | None = None  # None: find both layouts
     max_deliveries_per_batch: int = 1  # one delivery per micro-batch bounds a batch's memory and work
+    # set by lakefs_gc.spark.ingest from the checkpoint and the table:
+    log: StorageLocation | None = None  # the delivery log; as durable as the checkpoint (inside it)
+    parts: StorageLocation | None = None  # where the candidate parts are written (in the table)
+
+    def located(self, what: str) -> StorageLocation:
+        location: StorageLocation | None = getattr(self, what)
+        if location is None:
+            raise ConfigError(f"{SOURCE_NAME}: no {what} location (start the stream with ingest_available)")
+        return location
 
 
 def source_class(config: SourceConfig) -> type[DataSource]:
@@ -151,7 +163,7 @@ class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         """Nothing to acknowledge: deliveries stay where they are, the log is already durable."""
 
     def _log(self) -> DeliveryLog:
-        fs, path = filesystem_for(self.config.log, self.config.storage)
+        fs, path = filesystem_for(self.config.located("log"), self.config.storage)
         return DeliveryLog(fs, path)
 
     def _admit_new(self) -> int:
@@ -163,67 +175,57 @@ class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
 
 def read_partition(config: SourceConfig, partition: FilePartition) -> Iterator[pa.RecordBatch]:
-    """The candidates of one data file, then its status row (executor side)."""
+    """Write one data file's candidates as a part; yield its status row (executor side)."""
     entry = partition.entry
-    if entry.delivery is None:
-        yield _status(entry, None, file=None, rows=0, error=entry.error or "rejected")
+    if entry.delivery is None:  # rejected at discovery: never without a reason
+        yield _status(entry, file=None, error=entry.error or "rejected")
+        return
+    if partition.file_index is None:  # a delivery without data files: an empty snapshot
+        yield _status(entry, file=None)
         return
     delivery = entry.delivery
-    if partition.file_index is None:
-        yield _status(entry, delivery, file=None, rows=0, error=None)
-        return
     data_file = delivery.files[partition.file_index]
     fs, _ = filesystem_for(config.destination, config.storage)
-    rows = 0
+    parts_fs, parts_dir = filesystem_for(config.located("parts"), config.storage)
+    part = CandidatePartWriter(parts_fs, part_path(parts_dir, entry.seq, partition.file_index))
     try:
         for batch in read_rows(fs, delivery, data_file):
-            candidates = route_rows(
+            routed = route_rows(
                 batch, config.routes, delivery_id=delivery.id, snapshot_time=delivery.snapshot_time
             )
-            if candidates.num_rows:
-                rows += candidates.num_rows
-                yield from _candidate_batches(candidates, entry.seq)
+            part.write(routed)
+        written = part.close()
     except (InventoryError, pa.ArrowException, ValueError, UnicodeDecodeError) as e:
+        part.abort()
         reason = str(e) if isinstance(e, InventoryError) else f"{data_file.path}: {e}"
-        yield _status(entry, delivery, file=data_file.path, rows=rows, error=reason)
+        yield _status(entry, file=data_file.path, error=reason)
         return
-    yield _status(entry, delivery, file=data_file.path, rows=rows, error=None)
-
-
-def _candidate_batches(candidates: pa.Table, seq: int) -> Iterator[pa.RecordBatch]:
-    n = candidates.num_rows
-    extra = {
-        "delivery_seq": pa.repeat(pa.scalar(seq, pa.int64()), n),
-        "file": pa.nulls(n, pa.string()),
-        "file_rows": pa.nulls(n, pa.int64()),
-        "error": pa.nulls(n, pa.string()),
-    }
-    table = candidates
-    for name, column in extra.items():
-        table = table.append_column(name, column)
-    yield from table.cast(SOURCE_SCHEMA).to_batches()
+    except BaseException:
+        part.abort()
+        raise
+    yield _status(entry, file=data_file.path, part=written, counts=part.counts)
 
 
 def _status(
-    entry: LogEntry, delivery: Delivery | None, *, file: str | None, rows: int, error: str | None
+    entry: LogEntry,
+    *,
+    file: str | None,
+    part: str | None = None,
+    counts: dict[str, int] | None = None,
+    error: str | None = None,
 ) -> pa.RecordBatch:
-    values: dict[str, list[Any]] = {name: [None] for name in SOURCE_SCHEMA.names}
-    values.update(
-        delivery_id=[entry.id],
-        snapshot_time=[delivery.snapshot_time if delivery else None],
-        delivery_seq=[entry.seq],
-        file=[file],
-        file_rows=[rows],
-        error=[error],
-    )
-    return pa.RecordBatch.from_pydict(values, schema=SOURCE_SCHEMA)
+    row = {
+        "delivery_seq": entry.seq,
+        "delivery_id": entry.id,
+        "snapshot_time": entry.delivery.snapshot_time if entry.delivery else None,
+        "file": file,
+        "part": part,
+        "repositories": json.dumps(counts or {}),
+        "error": error,
+    }
+    return pa.RecordBatch.from_pylist([row], schema=SOURCE_SCHEMA)
 
 
 def _offset(deliveries: int, last: str) -> dict[str, Any]:
     """Offsets are compared as JSON text: always the same keys in the same order."""
     return {"deliveries": deliveries, "last": last}
-
-
-def is_status(batch: pa.RecordBatch | pa.Table) -> pa.Array:
-    """Which rows of a source batch are status rows (the rest are candidates)."""
-    return pc.is_null(batch.column("address"))
