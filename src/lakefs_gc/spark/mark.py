@@ -27,16 +27,14 @@ from lakefs_gc.gc import reasons
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.reports import MarkSummary
 from lakefs_gc.lakefs.client import LakeFSClient, Repository
-from lakefs_gc.lakefs.exports import read_commits_csv, uncommitted_files
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedDumpError
 from lakefs_gc.spark.candidate_source import CandidateSource, candidate_source
 from lakefs_gc.spark.candidates import classify, garbage
 from lakefs_gc.spark.failures import is_spark_failure, job_failure
-from lakefs_gc.spark.references import committed_frames, uncommitted_frame
-from lakefs_gc.spark.reports import ReportDir, write_marked, write_summary
+from lakefs_gc.spark.references import committed_frames, dump_frame, read_active_commits
+from lakefs_gc.spark.reports import ReportDir, write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.sstable.catalog import epoch_ns
-from lakefs_gc.storage.filesystems import filesystem_for
-from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -180,12 +178,12 @@ class _MarkRun:
         assert self.dump is not None
         uncommitted = self._uncommitted(self.dump)
         self.say(f"{self.repo.id}: asking lakeFS for the active commits")
-        export = self.client.prepare_commits(
-            self.repo.id, timeout=self.settings.gc.prepare_commits_timeout.total_seconds()
+        commits = read_active_commits(
+            self.client,
+            self.repo.id,
+            options=self.settings.storage,
+            timeout=self.settings.gc.prepare_commits_timeout,
         )
-        csv_location = parse_location(export.location, local_root=self.settings.storage.local_root)
-        csv_fs, csv_path = filesystem_for(csv_location, self.settings.storage)
-        commits = read_commits_csv(csv_fs, csv_path)
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
@@ -213,8 +211,9 @@ class _MarkRun:
         )
         counts, first_slice = self._count_reasons(classified)
         self.first_slice = first_slice if found.first_slice is None else found.first_slice
-        self.stats["num_ranges"] = range_ids.count()
         self.say(f"{self.repo.id}: writing the report")
+        self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
+        write_metaranges(metaranges, self.report)  # after ranges/: all their ranges are recorded
         marked, marked_bytes = write_marked(garbage(classified), self.report)
         expected = counts[reasons.GARBAGE]["objects"]
         if marked != expected:
@@ -222,21 +221,13 @@ class _MarkRun:
         return marked, marked_bytes
 
     def _uncommitted(self, dump: UncommittedDump) -> DataFrame:
-        location = parse_location(dump.location, local_root=self.settings.storage.local_root)
-        fs, path = filesystem_for(location, self.settings.storage)
-        files = uncommitted_files(fs, path, required=dump.data_expected)
+        staged = dump_frame(self.spark, dump, options=self.settings.storage, parallelism=self.parallelism)
         self.stats.update(
             uncommitted_pages=dump.pages,
-            uncommitted_files=len(files),
+            uncommitted_files=staged.files,
             uncommitted_location_source=dump.location_source,
         )
-        return uncommitted_frame(
-            self.spark,
-            location=location,
-            files=files,
-            options=self.settings.storage,
-            parallelism=self.parallelism,
-        )
+        return staged.addresses
 
     def _count_reasons(self, classified: DataFrame) -> tuple[dict[str, dict[str, int]], str]:
         """Objects and bytes per reason, and the smallest ``data/<slice>`` seen (lakeFS's first_slice)."""

@@ -13,12 +13,19 @@ mark: a reference that cannot be read is never read as "not referenced" (invaria
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.exports import read_uncommitted_file
+from lakefs_gc.lakefs.exports import (
+    ActiveCommits,
+    read_commits_csv,
+    read_uncommitted_file,
+    uncommitted_files,
+)
 from lakefs_gc.lakefs.ranges import (
     committed_addresses_of_range,
     metadata_location,
@@ -26,8 +33,9 @@ from lakefs_gc.lakefs.ranges import (
     range_ids_of_metarange,
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.lakefs.uncommitted import UncommittedDump
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
-from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.locations import StorageLocation, parse_location
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -49,16 +57,28 @@ def committed_frames(
     parallelism: int,
 ) -> tuple[DataFrame, DataFrame]:
     """``(range_ids, addresses)``: distinct range ids of the metaranges, and their addresses."""
-    reader = _MetadataReader(connection, repository, storage_namespace, namespace, options)
+    reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
+    range_ids = range_ids_frame(spark, reader, metarange_ids, parallelism=parallelism)
+    return range_ids, range_addresses(reader, range_ids, parallelism=parallelism)
+
+
+def range_ids_frame(
+    spark: SparkSession, reader: MetadataReader, metarange_ids: Sequence[str], *, parallelism: int
+) -> DataFrame:
+    """The distinct range ids (column ``id``) of the metaranges, each metarange read by one task."""
     metaranges = spark.createDataFrame([(m,) for m in metarange_ids], "id string")
     metaranges = metaranges.repartition(max(1, min(parallelism, len(metarange_ids))))
-    range_ids = metaranges.mapInArrow(reader.range_ids, "id string").distinct()
-    addresses = range_ids.repartition(parallelism).mapInArrow(reader.addresses, ADDRESS_SCHEMA)
-    return range_ids, addresses
+    return metaranges.mapInArrow(reader.range_ids, "id string").distinct()
 
 
-class _MetadataReader:
-    """Per-partition bodies reading metaranges and ranges (pickled to the executors)."""
+def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+    """The addresses (``ADDRESS_SCHEMA``) of the ranges ``range_ids`` (column ``id``) lists."""
+    return range_ids.repartition(parallelism).mapInArrow(reader.addresses, ADDRESS_SCHEMA)
+
+
+class MetadataReader:
+    """Per-partition bodies reading metaranges and ranges (pickled to the executors), for
+    :func:`range_ids_frame` and :func:`range_addresses`."""
 
     def __init__(
         self,
@@ -106,6 +126,35 @@ class _MetadataReader:
         return metadata_location(
             self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
         )
+
+
+def read_active_commits(
+    client: LakeFSClient, repository: str, *, options: StorageOptions, timeout: timedelta
+) -> ActiveCommits:
+    """Ask lakeFS for the active commits and read its CSV (after the uncommitted dump: §1.4)."""
+    export = client.prepare_commits(repository, timeout=timeout.total_seconds())
+    location = parse_location(export.location, local_root=options.local_root)
+    fs, path = filesystem_for(location, options)
+    return read_commits_csv(fs, path)
+
+
+@dataclass(frozen=True)
+class StagedReferences:
+    """The staged addresses of an uncommitted dump, and how many part files they came from."""
+
+    addresses: DataFrame
+    files: int
+
+
+def dump_frame(
+    spark: SparkSession, dump: UncommittedDump, *, options: StorageOptions, parallelism: int
+) -> StagedReferences:
+    """The staged addresses of a completed dump; a dump that reported data but left none fails."""
+    location = parse_location(dump.location, local_root=options.local_root)
+    fs, path = filesystem_for(location, options)
+    files = uncommitted_files(fs, path, required=dump.data_expected)
+    frame = uncommitted_frame(spark, location=location, files=files, options=options, parallelism=parallelism)
+    return StagedReferences(frame, len(files))
 
 
 def uncommitted_frame(

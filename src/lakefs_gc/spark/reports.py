@@ -5,6 +5,8 @@ Layout (lakeFS's, internals §2.5) under ``<ns>/_lakefs/retention/gc/unified/<ma
 * ``deleted/``       parquet part files, first column ``address`` (then ``size``, ``last_modified``);
 * ``deleted.text/``  the same addresses, one per line (what lakeFS's rclone backup recipe reads);
 * ``swept/``         parquet ``address, outcome, error``: what the sweep did to each marked object;
+* ``ranges/``, ``metaranges/``  ours: parquet ``range_id`` / ``metarange_id``, what the mark read, so
+  that a revalidation at sweep time reads only what is new (ids are content-addressed);
 * ``summary.json``   written last: its presence with ``success=true`` is what makes a mark sweepable.
 
 Part files are named like Spark's (``part-<partition>-<tag>-c000...``) and written by the task that
@@ -39,6 +41,8 @@ if TYPE_CHECKING:
 MARKED = "deleted"
 MARKED_TEXT = "deleted.text"
 SWEPT = "swept"
+RANGES = "ranges"
+METARANGES = "metaranges"
 SUMMARY = "summary.json"
 SUCCESS_MARKER = "_SUCCESS"
 
@@ -47,6 +51,8 @@ MARKED_SCHEMA = pa.schema(
 )
 SWEPT_SCHEMA = pa.schema([("address", pa.string()), ("outcome", pa.string()), ("error", pa.string())])
 PART_COUNTS_SCHEMA = "rows long, bytes long"
+RANGES_SCHEMA = pa.schema([("range_id", pa.string())])
+METARANGES_SCHEMA = pa.schema([("metarange_id", pa.string())])
 
 
 @dataclass(frozen=True)
@@ -140,6 +146,63 @@ class _MarkedPartWriter:
         yield pa.RecordBatch.from_pydict({"rows": [rows], "bytes": [size]})
 
 
+def write_ranges(range_ids: DataFrame, report: ReportDir) -> int:
+    """Write the distinct range ids a mark read (column ``id``) as ``ranges/``; return how many.
+
+    Written by the tasks that hold them (a repository has up to millions of ranges); ``_SUCCESS``
+    last, so that a partial record is never taken for a complete one.
+    """
+    tag = new_part_tag()
+    writer = _IdPartWriter(report, RANGES, RANGES_SCHEMA, tag)
+    counts = range_ids.select("id").mapInArrow(writer, "rows long").collect()
+    rows = sum(int(r["rows"]) for r in counts)
+    fs, base = report.filesystem()
+    if rows == 0:
+        _write_parquet(fs, f"{base}/{RANGES}/{part_name(0, tag, '.snappy.parquet')}", RANGES_SCHEMA, [])
+    _write_bytes(fs, f"{base}/{RANGES}/{SUCCESS_MARKER}", b"")
+    return rows
+
+
+def write_metaranges(metarange_ids: list[str], report: ReportDir) -> None:
+    """Write the metarange ids a mark read as ``metaranges/`` (one per active commit at most:
+    the driver holds them anyway, having read the commits CSV). Written after ``ranges/``:
+    a metarange is recorded only once all of its ranges are."""
+    fs, base = report.filesystem()
+    batch = pa.RecordBatch.from_pydict({"metarange_id": metarange_ids}, schema=METARANGES_SCHEMA)
+    path = f"{base}/{METARANGES}/{part_name(0, new_part_tag(), '.snappy.parquet')}"
+    _write_parquet(fs, path, METARANGES_SCHEMA, [batch])
+    _write_bytes(fs, f"{base}/{METARANGES}/{SUCCESS_MARKER}", b"")
+
+
+class _IdPartWriter:
+    """Writes one partition's ids as one parquet part of ``report/name`` (runs on an executor)."""
+
+    def __init__(self, report: ReportDir, name: str, schema: pa.Schema, tag: str) -> None:
+        self.report, self.name, self.schema, self.tag = report, name, schema, tag
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, base = self.report.filesystem()
+        path = f"{base}/{self.name}/{part_name(_partition_id(), self.tag, '.snappy.parquet')}"
+        rows = 0
+        parquet: pq.ParquetWriter | None = None
+        out: Any = None
+        try:
+            for batch in batches:
+                if batch.num_rows == 0:
+                    continue
+                if parquet is None:
+                    out = open_report_output(fs, path)
+                    parquet = pq.ParquetWriter(out, self.schema, compression="snappy")
+                parquet.write_batch(pa.RecordBatch.from_arrays([batch.column(0)], schema=self.schema))
+                rows += batch.num_rows
+        finally:
+            if parquet is not None:
+                parquet.close()
+            if out is not None:
+                out.close()
+        yield pa.RecordBatch.from_pydict({"rows": [rows]})
+
+
 def finish_swept(report: ReportDir) -> None:
     fs, base = report.filesystem()
     _write_bytes(fs, f"{base}/{SWEPT}/{SUCCESS_MARKER}", b"")
@@ -223,6 +286,69 @@ def _read_address_column(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBa
         raise
     except (OSError, pa.ArrowException) as e:
         raise StorageError(f"cannot read marked file {path}: {e}") from e
+
+
+def recorded_ranges_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame | None:
+    """The range ids the mark recorded in ``ranges/`` (column ``id``), read on the executors, or
+    ``None`` when it recorded none (a mark of lakeFS's Scala job, or of an older lakefs-gc): then
+    every range must be read again. A record that exists but cannot be read raises."""
+    if not _is_complete(report, RANGES):
+        return None
+    files = part_files(report, RANGES)
+    if not files:
+        raise MarkReportError(f"{report.child(RANGES)} is marked complete but holds no part file")
+    tasks = spark.createDataFrame([(f,) for f in files], "path string")
+    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    return tasks.mapInArrow(_IdPartReader(report, "range_id"), "id string")
+
+
+def recorded_metaranges(report: ReportDir) -> frozenset[str] | None:
+    """The metarange ids the mark recorded in ``metaranges/`` (on the driver: one per active
+    commit at most), or ``None`` when it recorded none."""
+    if not _is_complete(report, METARANGES):
+        return None
+    fs, _ = report.filesystem()
+    ids: set[str] = set()
+    for path in part_files(report, METARANGES):
+        for batch in _read_id_column(fs, path, "metarange_id"):
+            ids.update(batch.column(0).to_pylist())
+    return frozenset(ids)
+
+
+def _is_complete(report: ReportDir, name: str) -> bool:
+    import pyarrow.fs as pafs
+
+    fs, base = report.filesystem()
+    try:
+        info = fs.get_file_info(f"{base}/{name}/{SUCCESS_MARKER}")
+    except OSError as e:
+        raise StorageError(f"cannot read {report.child(name)}: {e}") from e
+    return bool(info.type == pafs.FileType.File)
+
+
+class _IdPartReader:
+    def __init__(self, report: ReportDir, column: str) -> None:
+        self.report, self.column = report, column
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = self.report.filesystem()
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                yield from _read_id_column(fs, path, self.column)
+
+
+def _read_id_column(fs: pafs.FileSystem, path: str, column: str) -> Iterator[pa.RecordBatch]:
+    try:
+        with fs.open_input_file(path) as f:
+            parquet = pq.ParquetFile(f)
+            if column not in parquet.schema_arrow.names:
+                raise MarkReportError(f"{path}: no column {column!r} (columns {parquet.schema_arrow.names})")
+            for batch in parquet.iter_batches(columns=[column], batch_size=65_536):
+                yield pa.RecordBatch.from_arrays([batch.column(0).cast(pa.string())], names=["id"])
+    except MarkReportError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"cannot read {path}: {e}") from e
 
 
 def read_report_table(settings: GcSettings, storage_namespace: str, mark_id: str, name: str) -> pa.Table:
