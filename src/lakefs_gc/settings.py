@@ -29,6 +29,7 @@ from lakefs_gc.gc.cutoff import DEFAULT_MIN_AGE
 from lakefs_gc.lakefs.settings import LakeFSConnection, default_lakectl_config_path, resolve_connection
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
+from lakefs_gc.storage.throttle import DEFAULT_MAX_RETRIES
 
 ENV_PREFIX = "LAKEFS_GC_"
 _SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories")
@@ -72,9 +73,29 @@ class GcOptions(BaseModel):
         default=8,
         ge=1,
         le=64,
-        description="Bulk-delete requests in flight per Spark task. Stores answer in tens to hundreds of "
-        "milliseconds, so a few requests per task keep the sweep from waiting; lower it if the store "
-        "throttles (S3 SlowDown, Azure ServerBusy).",
+        description="Bulk-delete requests in flight per Spark task, at most. Stores answer in tens to "
+        "hundreds of milliseconds, so a few requests per task keep the sweep from waiting. The sweep "
+        "adapts below it by itself: each throttling answer (S3 SlowDown/503, Azure ServerBusy/503) halves "
+        "a task's requests in flight, a run of good answers adds one back.",
+    )
+    sweep_max_retries: int = Field(
+        default=DEFAULT_MAX_RETRIES,
+        ge=0,
+        le=100,
+        description="Retries of a throttled or transiently failed bulk-delete request (only of the keys it "
+        "did not settle), with exponential backoff and full jitter (0.2 s doubling, at most 20 s per "
+        "wait). A key still throttled after them is reported failed, with the store's reason, in swept/ "
+        "(a later sweep of the same mark deletes it): a throttling store must slow a sweep down, not "
+        "stall it forever.",
+    )
+    max_deletes_per_second: float | None = Field(
+        default=None,
+        gt=0,
+        description="A ceiling on the objects the sweep deletes per second, over all Spark tasks (default: "
+        "none, only the store's throttling slows it). Protects other users of a shared bucket or account. "
+        "Each task gets an equal share of it: the ceiling divided by the tasks that can run at once "
+        "(partitions, at most Spark's default parallelism), so the sweep stays at or below it and gets "
+        "slower near its end, when fewer tasks are left.",
     )
 
     @field_validator(

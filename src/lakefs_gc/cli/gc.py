@@ -100,10 +100,29 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
     )  # fmt: skip
     if command in ("mark", "run"):
         _add_inventory_options(parser)
-    spark = groups["Spark"]
-    spark.add_argument(
+    if command in ("sweep", "run"):
+        _add_sweep_options(parser)
+
+
+def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
+    sweep = parser.add_argument_group(
+        "sweep pace",
+        "Throttling answers (S3 SlowDown/503, Azure ServerBusy/503) are retried with exponential backoff\n"
+        "and full jitter, and halve a task's requests in flight; good answers raise them again up to\n"
+        "--sweep-concurrency. A key still throttled after --sweep-max-retries is reported failed in\n"
+        "swept/ (exit code 1), never dropped; sweeping the same mark again deletes it.",
+    )
+    sweep.add_argument(
         "--sweep-concurrency", type=int, metavar="N",
-        help="bulk-delete requests in flight per Spark task (default 8; lower it if the store throttles)",
+        help="bulk-delete requests in flight per Spark task, at most (default 8)",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--sweep-max-retries", type=int, metavar="N",
+        help="retries of a throttled or transiently failed request (default 10)",
+    )  # fmt: skip
+    sweep.add_argument(
+        "--max-deletes-per-second", type=float, metavar="RATE",
+        help="ceiling on objects deleted per second over the whole sweep (default: none)",
     )  # fmt: skip
 
 
@@ -135,7 +154,9 @@ def gc_settings(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings
     gc = {
         "min_age": args.min_age,
         "unsafe_min_age": args.unsafe_min_age,
-        "sweep_concurrency": args.sweep_concurrency,
+        "sweep_concurrency": getattr(args, "sweep_concurrency", None),
+        "sweep_max_retries": getattr(args, "sweep_max_retries", None),
+        "max_deletes_per_second": getattr(args, "max_deletes_per_second", None),
         "inventory": getattr(args, "inventory", None),
         "max_inventory_age": getattr(args, "max_inventory_age", None),
     }
@@ -266,11 +287,14 @@ class _Printer:
         if self.json:
             self._line(
                 command="sweep", repository=result.repository, mark_id=result.mark_id, deleted=result.deleted,
-                missing=result.missing, failed=result.failed, report=result.report_location,
+                missing=result.missing, failed=result.failed, throttled=result.throttled,
+                retries=result.retries, report=result.report_location,
             )  # fmt: skip
             return
         print(f"repository {result.repository}: sweep of mark {result.mark_id}")
         print(f"  deleted {result.deleted}, already missing {result.missing}, failed {result.failed}")
+        if result.throttled or result.retries:
+            print(f"  the store throttled {result.throttled} requests; {result.retries} retries")
         if result.failed:
             print(f"  failures are listed in {result.report_location.rstrip('/')}/swept/ (outcome=failed)")
 

@@ -6,11 +6,20 @@ one store client and bulk requests (S3 ``DeleteObjects`` ≤ 1000 keys, Azure bl
 local unlink), re-checks every key before deleting it, and writes one ``swept/`` part file with
 the outcome of every key: ``deleted``, ``missing`` or ``failed`` (with the error). The confirmed
 counts are then added to the summary. Per-key failures are data, not exceptions.
+
+Throttling is handled per task (:mod:`lakefs_gc.storage.throttle`): retries with backoff, an
+adaptive limit of requests in flight, an optional share of ``max_deletes_per_second``. What it
+cost is added to the summary (``sweep.throttled``, ``sweep.retries``, ...). While it runs, a driver
+thread prints progress from an accumulator the tasks add their counts to when they finish; tasks
+are kept to :data:`OBJECTS_PER_TASK` objects so that it moves.
 """
 
 from __future__ import annotations
 
 import logging
+import math
+import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -38,16 +47,24 @@ from lakefs_gc.spark.reports import (
 )
 from lakefs_gc.storage.deleters import deleter_for
 from lakefs_gc.storage.locations import parse_storage_namespace
+from lakefs_gc.storage.throttle import RateLimit, Throttle
 
 if TYPE_CHECKING:
+    from pyspark import Accumulator
     from pyspark.sql import SparkSession
 
-    from lakefs_gc.settings import GcSettings
+    from lakefs_gc.settings import GcOptions, GcSettings
 
 _log = logging.getLogger(__name__)
 
 Progress = Callable[[str], None]
 OUTCOMES = ("deleted", "missing", "failed")
+#: What each task reports besides its outcomes (see :meth:`Throttle.stats`).
+PACE = ("requests", "throttled", "retries", "concurrency_decreases", "lowest_concurrency")
+#: At most this many objects per sweep task: progress moves when tasks finish.
+OBJECTS_PER_TASK = 100_000
+#: Seconds between two progress lines.
+PROGRESS_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -58,6 +75,8 @@ class SweepResult:
     missing: int
     failed: int
     report_location: str
+    throttled: int = 0
+    retries: int = 0
 
     @property
     def attempted(self) -> int:
@@ -84,29 +103,109 @@ def sweep_run(
             f"{report}: summary.json belongs to mark {summary.get('run_id')!r}, not {mark_id!r}"
         )
     parallelism = settings.spark.parallelism or spark.sparkContext.defaultParallelism
-    say(f"{repository}: sweeping mark {mark_id} ({summary.get('num_deleted_objects')} objects marked)")
-    marked = marked_frame(spark, report, parallelism=parallelism).repartition(parallelism)
-    body = _SweepPartition(report, new_part_tag(), settings.gc.sweep_concurrency)
+    total = _int_or_none(summary.get("num_deleted_objects"))
+    partitions = max(parallelism, math.ceil((total or 0) / OBJECTS_PER_TASK))
+    say(f"{repository}: sweeping mark {mark_id} ({total} objects marked)")
+    marked = marked_frame(spark, report, parallelism=parallelism).repartition(partitions)
+    done = spark.sparkContext.accumulator(0)
+    running_at_once = max(1, min(partitions, spark.sparkContext.defaultParallelism))
+    body = _SweepPartition(report, new_part_tag(), settings.gc, running_at_once, done)
+    schema = ", ".join(f"{c} long" for c in (*OUTCOMES, *PACE))
+    meter = _ProgressMeter(say, repository, total, _int_or_none(summary.get("num_deleted_bytes")), done)
     try:
-        rows = marked.mapInArrow(body, "deleted long, missing long, failed long").collect()
+        with meter:
+            rows = marked.mapInArrow(body, schema).collect()
     except Exception as e:
         if not is_spark_failure(e):
             raise
         raise job_failure(e, f"sweep of mark {mark_id} of {repository}") from e
     counts = {o: sum(int(r[o]) for r in rows) for o in OUTCOMES}
+    pace = {p: sum(int(r[p]) for r in rows) for p in PACE if p != "lowest_concurrency"}
+    pace["lowest_concurrency"] = min((int(r["lowest_concurrency"]) for r in rows), default=0)
     finish_swept(report)
     summary["sweep"] = {
         **counts,
         "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
+        "duration_seconds": round(meter.elapsed(), 3),
+        **pace,
     }
     rewrite_summary(report, summary)
     say(
         f"{repository}: swept mark {mark_id}: {counts['deleted']} deleted, {counts['missing']} missing, "
-        f"{counts['failed']} failed; outcomes in {report.child(SWEPT)}"
+        f"{counts['failed']} failed in {meter.elapsed():.1f}s ({pace['throttled']} throttled answers, "
+        f"{pace['retries']} retries); outcomes in {report.child(SWEPT)}"
     )
     return SweepResult(
-        repository, mark_id, counts["deleted"], counts["missing"], counts["failed"], str(report)
-    )
+        repository, mark_id, counts["deleted"], counts["missing"], counts["failed"], str(report),
+        throttled=pace["throttled"], retries=pace["retries"],
+    )  # fmt: skip
+
+
+def _size(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    raise AssertionError("unreachable")
+
+
+def _int_or_none(value: Any) -> int | None:
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+class _ProgressMeter:
+    """Prints ``done/total objects (~bytes), rate, ETA`` every :data:`PROGRESS_INTERVAL_S` seconds
+    from the driver, while the sweep job runs.
+
+    ``done`` is the tasks' accumulator: Spark merges a task's additions when the task ends, so
+    the count moves task by task. Bytes are estimated from the mark's average object size
+    (lakeFS's ``deleted/`` has no sizes).
+    """
+
+    def __init__(
+        self,
+        say: Progress,
+        repository: str,
+        total: int | None,
+        total_bytes: int | None,
+        done: Accumulator[int],
+    ) -> None:
+        self.say, self.repository, self.total, self.total_bytes, self.done = (
+            say, repository, total, total_bytes, done,
+        )  # fmt: skip
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="sweep-progress", daemon=True)
+
+    def __enter__(self) -> _ProgressMeter:
+        self.started = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.finished = time.monotonic()
+
+    def elapsed(self) -> float:
+        return getattr(self, "finished", time.monotonic()) - self.started
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROGRESS_INTERVAL_S):
+            self.say(self.line(int(self.done.value), self.elapsed()))
+
+    def line(self, done: int, elapsed: float) -> str:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        text = f"{self.repository}: sweep {done}/{self.total if self.total is not None else '?'} objects"
+        if self.total and self.total_bytes is not None:
+            text += f" (~{_size(self.total_bytes * done / self.total)})"
+        text += f", {rate:.0f} objects/s"
+        if self.total is not None and rate > 0:
+            text += f", ETA {max(0.0, (self.total - done) / rate):.0f}s"
+        return text
 
 
 class _SweepPartition:
@@ -118,10 +217,21 @@ class _SweepPartition:
     records the outcomes on its own thread, in order, as they complete.
     """
 
-    def __init__(self, report: ReportDir, tag: str, concurrency: int) -> None:
+    def __init__(
+        self, report: ReportDir, tag: str, options: GcOptions, tasks_at_once: int, done: Accumulator[int]
+    ) -> None:
         self.report = report
         self.tag = tag
-        self.concurrency = concurrency
+        self.concurrency = options.sweep_concurrency
+        self.max_retries = options.sweep_max_retries
+        #: this task's share of the ceiling (tasks that finish early leave their share unused)
+        rate = options.max_deletes_per_second
+        self.rate = rate / tasks_at_once if rate is not None else None
+        self.done = done
+
+    def throttle(self) -> Throttle:
+        rate = RateLimit(self.rate) if self.rate is not None else None
+        return Throttle(max_concurrency=self.concurrency, max_retries=self.max_retries, rate=rate)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         from pyspark import TaskContext
@@ -130,7 +240,8 @@ class _SweepPartition:
         partition = context.partitionId() if context is not None else 0
         fs, base = self.report.filesystem()
         recorder = _Recorder(fs, f"{base}/{SWEPT}/{part_name(partition, self.tag, '.snappy.parquet')}")
-        deleter = deleter_for(self.report.namespace, self.report.options)
+        throttle = self.throttle()
+        deleter = deleter_for(self.report.namespace, self.report.options, throttle=throttle)
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sweep") as pool:
                 in_flight: deque[tuple[list[str], Future[list[Any]]]] = deque()
@@ -143,7 +254,11 @@ class _SweepPartition:
         finally:
             deleter.close()
             recorder.close()
-        yield pa.RecordBatch.from_pydict({o: [recorder.counts[o]] for o in OUTCOMES})
+        self.done.add(sum(recorder.counts.values()))
+        stats = throttle.stats()
+        yield pa.RecordBatch.from_pydict(
+            {c: [recorder.counts[c] if c in OUTCOMES else stats[c]] for c in (*OUTCOMES, *PACE)}
+        )
 
 
 def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[str]]:

@@ -34,6 +34,12 @@ from lakefs_gc.storage.locations import StorageLocation
 
 #: botocore retries: standard mode (throttling and transient errors, exponential backoff with jitter).
 S3_RETRIES = {"mode": "standard", "max_attempts": 10}
+#: The sweep's deletes: no botocore retries. The deleter retries throttled and transient failures
+#: itself (:mod:`lakefs_gc.storage.deleters`), so that every SlowDown reaches its adaptive
+#: concurrency limit (botocore would retry it unseen, up to 10 times per request) and the two
+#: retry loops do not multiply. (botocore's ``max_attempts`` counts retries, ``total_max_attempts``
+#: attempts: ``max_attempts=1`` would still retry once.)
+S3_DELETE_RETRIES = {"mode": "standard", "total_max_attempts": 1}
 #: Used only when neither the options nor boto3's chain (env, ~/.aws/config) name a region.
 S3_FALLBACK_REGION = "us-east-1"
 AZURE_AUTHORITY_HOST = "https://login.microsoftonline.com"
@@ -42,9 +48,10 @@ AZURE_STORAGE_SCOPE = "https://storage.azure.com/.default"
 TOKEN_REFRESH_MARGIN_S = 300
 
 
-def s3_client(options: S3Options) -> Any:
+def s3_client(options: S3Options, *, retries: dict[str, Any] | None = None) -> Any:
     """A boto3 S3 client for ``options`` (one per task or thread: each gets its own boto3 session,
-    because the default session is not safe to share while clients are being created)."""
+    because the default session is not safe to share while clients are being created).
+    ``retries``: botocore's retry configuration, default :data:`S3_RETRIES`."""
     import boto3
     from botocore import UNSIGNED
     from botocore.config import Config
@@ -52,7 +59,7 @@ def s3_client(options: S3Options) -> Any:
 
     session = boto3.session.Session()
     config = Config(
-        retries=S3_RETRIES,
+        retries=retries or S3_RETRIES,
         s3={"addressing_style": "path" if options.force_path_style else "auto"},
         signature_version=UNSIGNED if options.anonymous else None,
     )
@@ -73,19 +80,23 @@ def s3_client(options: S3Options) -> Any:
         raise StorageError(f"cannot configure S3 access: {e}") from e
 
 
-def azure_container_client(location: StorageLocation, options: AzureOptions) -> Any:
+def azure_container_client(
+    location: StorageLocation, options: AzureOptions, *, retry_total: int | None = None
+) -> Any:
     """An ``azure.storage.blob.ContainerClient`` for ``location``'s container.
 
     Credentials in the order of :class:`AzureOptions`: connection string, account key, SAS token,
     service principal, else anonymous. The account URL is :func:`azure_account_url`, the same
-    account pyarrow reaches.
+    account pyarrow reaches. ``retry_total``: the SDK's retries (default: its own, 3 with backoff
+    from 15 s); the sweep passes 0 and retries itself, see :data:`S3_DELETE_RETRIES`.
     """
     from azure.storage.blob import ContainerClient
 
     url = azure_account_url(location, options)
     credential = _azure_credential(location, options)
+    extra: dict[str, Any] = {} if retry_total is None else {"retry_total": retry_total}
     try:
-        return ContainerClient(url, location.container, credential=credential)
+        return ContainerClient(url, location.container, credential=credential, **extra)
     except ValueError as e:
         raise StorageError(f"cannot configure Azure access for {location}: {e}") from e
 

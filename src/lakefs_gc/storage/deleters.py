@@ -9,6 +9,16 @@ namespace, no file directly under ``data/``), and joins keys to the namespace as
 
 Batch sizes are those of lakeFS's Spark GC (internals §1.8, §6.2): 1000 keys per S3
 ``DeleteObjects``, 256 blobs per Azure blob batch.
+
+Throttling (S3 ``503 SlowDown``, per-key ``SlowDown`` inside a ``DeleteObjects`` answer; Azure
+``503 ServerBusy`` for a batch or for one of its sub-requests) and transient failures (other 5xx,
+dropped connections, timeouts) are retried here, only for the keys they hit, with the backoff,
+concurrency limit and rate ceiling of a shared :class:`~lakefs_gc.storage.throttle.Throttle`.
+The SDKs' own retries are off for these clients (:mod:`lakefs_gc.storage.clients`): retried
+inside botocore or azure-core, a ``SlowDown`` would never reach the adaptive limit, and the two
+retry loops would multiply. A key still throttled when the retry budget is spent is ``failed``
+with the store's reason, never dropped. Deleting is idempotent, so a retry of a key the store
+did delete before failing the request is harmless (S3 then says ``deleted``, Azure ``missing``).
 """
 
 from __future__ import annotations
@@ -22,14 +32,21 @@ from typing import Any, Literal, Protocol
 
 from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.gc.addresses import deletable_key
-from lakefs_gc.storage.clients import azure_container_client, s3_client
+from lakefs_gc.storage.clients import S3_DELETE_RETRIES, azure_container_client, s3_client
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.throttle import Throttle
 
 Outcome = Literal["deleted", "missing", "failed"]
 S3_MAX_BATCH = 1000
 AZURE_MAX_BATCH = 256
 LOCAL_MAX_BATCH = 1000  # no requests to size; only bounds the work between two sweep reports
+#: S3 error codes that mean "slow down" (the whole request's, or one key's inside DeleteObjects).
+S3_THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
+#: S3 error codes worth the same request again (besides any 5xx).
+S3_TRANSIENT_CODES = frozenset({"InternalError", "ServiceUnavailable", "RequestTimeout"})
+#: Azure error codes that mean "slow down" (with HTTP 503).
+AZURE_THROTTLE_CODES = frozenset({"ServerBusy", "ServiceUnavailable"})
 
 
 @dataclass(frozen=True)
@@ -40,6 +57,17 @@ class DeleteOutcome:
     address: str
     outcome: Outcome
     error: str | None = None
+
+
+@dataclass(frozen=True)
+class Retry:
+    """A key the store did not settle this time: throttled (slow down) or transient; ``error`` says how."""
+
+    error: str
+    throttled: bool
+
+
+BatchAnswer = dict[str, "DeleteOutcome | Retry"]
 
 
 class BulkDeleter(Protocol):
@@ -62,10 +90,11 @@ class _BatchingDeleter(ABC):
 
     max_batch: int
 
-    def __init__(self, max_batch: int, limit: int) -> None:
+    def __init__(self, max_batch: int, limit: int, throttle: Throttle | None) -> None:
         if not 1 <= max_batch <= limit:
             raise ConfigError(f"{type(self).__name__} max_batch must be within 1..{limit}, got {max_batch}")
         self.max_batch = max_batch
+        self.throttle = throttle or Throttle()
 
     def delete(self, addresses: Sequence[str]) -> list[DeleteOutcome]:
         outcomes: dict[str, DeleteOutcome] = {}
@@ -78,17 +107,45 @@ class _BatchingDeleter(ABC):
                     address, "failed", f"refused: {address!r} is not a deletable key"
                 )
         for start in range(0, len(pending), self.max_batch):
-            batch = pending[start : start + self.max_batch]
-            done = self._delete_batch(batch)
-            for address in batch:
-                outcomes[address] = done.get(address) or DeleteOutcome(
-                    address, "failed", "the store's answer did not mention this key"
-                )
+            outcomes.update(self._delete_with_retries(pending[start : start + self.max_batch]))
         return [outcomes[a] for a in addresses]
 
+    def _delete_with_retries(self, batch: list[str]) -> dict[str, DeleteOutcome]:
+        """One request, then one per retry with only the keys still unsettled, within the budget."""
+        throttle = self.throttle
+        settled: dict[str, DeleteOutcome] = {}
+        unsettled: dict[str, Retry] = {}
+        todo = batch
+        for attempt in range(throttle.max_retries + 1):
+            ticket = throttle.before_request(len(todo), attempt)
+            answer: BatchAnswer = {}
+            try:
+                answer = self._delete_batch(todo)
+            finally:
+                throttled = any(isinstance(a, Retry) and a.throttled for a in answer.values())
+                throttle.after_request(ticket, throttled=throttled)
+            unsettled = {}
+            for address in todo:
+                result = answer.get(address) or DeleteOutcome(
+                    address, "failed", "the store's answer did not mention this key"
+                )
+                if isinstance(result, Retry):
+                    unsettled[address] = result
+                else:
+                    settled[address] = result
+            if not unsettled:
+                break
+            todo = list(unsettled)
+        retries = throttle.max_retries
+        for address, retry in unsettled.items():
+            settled[address] = DeleteOutcome(address, "failed", f"{retry.error} (after {retries} retries)")
+        return settled
+
     @abstractmethod
-    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
-        """Delete ≤ max_batch distinct, already checked addresses; never raises for store errors."""
+    def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
+        """Delete ≤ max_batch distinct, already checked addresses once; never raises for store errors.
+
+        Keys to try again (throttled, transient failure) are answered with a :class:`Retry`."""
 
     def close(self) -> None:  # noqa: B027 - a no-op unless a client needs closing
         """Release the client."""
@@ -114,19 +171,28 @@ class S3BulkDeleter(_BatchingDeleter):
     S3 reports a key that does not exist as ``Deleted`` (deleting is idempotent there), so this
     deleter says ``deleted`` for absent keys and ``missing`` only if a store answers ``NoSuchKey``.
     On a versioned bucket a delete without version id only adds a delete marker, as lakeFS's GC does.
-    A request that still fails after botocore's retries marks every key of its batch ``failed``.
+    ``SlowDown`` (the request's or a key's) and 503 are throttling; other 5xx, ``InternalError``,
+    ``RequestTimeout`` and connection failures are transient; both are retried. Any other failure
+    of a request marks every key of its batch ``failed``.
     """
 
     def __init__(
-        self, client: Any, bucket: str, namespace_key: str, *, max_batch: int = S3_MAX_BATCH
+        self,
+        client: Any,
+        bucket: str,
+        namespace_key: str,
+        *,
+        max_batch: int = S3_MAX_BATCH,
+        throttle: Throttle | None = None,
     ) -> None:
-        super().__init__(max_batch, S3_MAX_BATCH)
+        super().__init__(max_batch, S3_MAX_BATCH, throttle)
         self.client = client
         self.bucket = bucket
         self.prefix = _key_prefix(namespace_key)
 
-    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
-        from botocore.exceptions import BotoCoreError, ClientError
+    def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
+        from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
+        from botocore.exceptions import ConnectionError as BotoConnectionError
 
         by_key = {self.prefix + a: a for a in addresses}
         try:
@@ -134,9 +200,19 @@ class S3BulkDeleter(_BatchingDeleter):
                 Bucket=self.bucket,
                 Delete={"Objects": [{"Key": k} for k in by_key], "Quiet": False},
             )
-        except (BotoCoreError, ClientError) as e:
+        except ClientError as e:
+            error = f"DeleteObjects failed: {e}"
+            status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
+            code = str(e.response.get("Error", {}).get("Code", ""))
+            throttled = status == 503 or code in S3_THROTTLE_CODES
+            if throttled or status >= 500 or code in S3_TRANSIENT_CODES:
+                return dict.fromkeys(addresses, Retry(error, throttled))
+            return {a: DeleteOutcome(a, "failed", error) for a in addresses}
+        except (BotoConnectionError, HTTPClientError) as e:
+            return dict.fromkeys(addresses, Retry(f"DeleteObjects failed: {e}", False))
+        except BotoCoreError as e:
             return {a: DeleteOutcome(a, "failed", f"DeleteObjects failed: {e}") for a in addresses}
-        outcomes: dict[str, DeleteOutcome] = {}
+        outcomes: BatchAnswer = {}
         for deleted in response.get("Deleted", []):
             address = by_key.get(deleted.get("Key", ""))
             if address is not None:
@@ -146,10 +222,13 @@ class S3BulkDeleter(_BatchingDeleter):
             if address is None:
                 continue
             code = error.get("Code", "")
+            reason = f"{code}: {error.get('Message', '')}"
             if code == "NoSuchKey":
                 outcomes[address] = DeleteOutcome(address, "missing")
+            elif code in S3_THROTTLE_CODES or code in S3_TRANSIENT_CODES:
+                outcomes[address] = Retry(reason, code in S3_THROTTLE_CODES)
             else:
-                outcomes[address] = DeleteOutcome(address, "failed", f"{code}: {error.get('Message', '')}")
+                outcomes[address] = DeleteOutcome(address, "failed", reason)
         return outcomes
 
     def close(self) -> None:
@@ -165,19 +244,30 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
     builds sub-request paths from the container URL, so path-style endpoints (Azurite:
     ``http://host:port/<account>/<container>/<blob>``) work as they are: verified against Azurite
     3.35 with shared key, SAS and connection-string clients. Azurite accepts more than 256
-    sub-requests, Azure does not; the limit is enforced here. A request that fails as a whole
-    (after the SDK's retries) marks every blob of its batch ``failed``.
+    sub-requests, Azure does not; the limit is enforced here. A 503 (``ServerBusy``) of the batch
+    or of a sub-request is throttling, other 5xx and connection failures are transient; both are
+    retried. Any other failure of the whole request marks every blob of its batch ``failed``.
     """
 
     def __init__(
-        self, container_client: Any, namespace_key: str, *, max_batch: int = AZURE_MAX_BATCH
+        self,
+        container_client: Any,
+        namespace_key: str,
+        *,
+        max_batch: int = AZURE_MAX_BATCH,
+        throttle: Throttle | None = None,
     ) -> None:
-        super().__init__(max_batch, AZURE_MAX_BATCH)
+        super().__init__(max_batch, AZURE_MAX_BATCH, throttle)
         self.container_client = container_client
         self.prefix = _key_prefix(namespace_key)
 
-    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
-        from azure.core.exceptions import AzureError
+    def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
+        from azure.core.exceptions import (
+            AzureError,
+            HttpResponseError,
+            ServiceRequestError,
+            ServiceResponseError,
+        )
 
         try:
             responses = list(
@@ -187,6 +277,15 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
                     raise_on_any_failure=False,
                 )
             )
+        except HttpResponseError as e:
+            error = f"blob batch failed: {_first_line(e)}"
+            status = int(e.status_code or 0)
+            throttled = status == 503 or getattr(e, "error_code", None) in AZURE_THROTTLE_CODES
+            if throttled or status >= 500:
+                return dict.fromkeys(addresses, Retry(error, throttled))
+            return {a: DeleteOutcome(a, "failed", error) for a in addresses}
+        except (ServiceRequestError, ServiceResponseError) as e:
+            return dict.fromkeys(addresses, Retry(f"blob batch failed: {_first_line(e)}", False))
         except AzureError as e:
             return {a: DeleteOutcome(a, "failed", f"blob batch failed: {e}") for a in addresses}
         if len(responses) != len(addresses):  # cannot pair them: claim nothing
@@ -198,7 +297,7 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
         self.container_client.close()
 
 
-def _azure_outcome(address: str, response: Any) -> DeleteOutcome:
+def _azure_outcome(address: str, response: Any) -> DeleteOutcome | Retry:
     """A 404 is ``missing`` only for the blob itself: a missing container also answers 404 per blob
     (``ContainerNotFound``, seen on Azurite), and that is a misconfiguration, not a deleted object."""
     status = response.status_code
@@ -207,7 +306,15 @@ def _azure_outcome(address: str, response: Any) -> DeleteOutcome:
         return DeleteOutcome(address, "deleted")
     if status == 404 and code in (None, "BlobNotFound"):
         return DeleteOutcome(address, "missing")
-    return DeleteOutcome(address, "failed", f"{status} {response.reason}" + (f" ({code})" if code else ""))
+    error = f"{status} {response.reason}" + (f" ({code})" if code else "")
+    if status >= 500:
+        return Retry(error, status == 503 or code in AZURE_THROTTLE_CODES)
+    return DeleteOutcome(address, "failed", error)
+
+
+def _first_line(error: Exception) -> str:
+    """azure-core's messages run on with the whole error body; its first line says what happened."""
+    return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
 class LocalBulkDeleter(_BatchingDeleter):
@@ -217,12 +324,14 @@ class LocalBulkDeleter(_BatchingDeleter):
     (a symlinked directory), so nothing outside the namespace is ever unlinked.
     """
 
-    def __init__(self, root: str, *, max_batch: int = LOCAL_MAX_BATCH) -> None:
-        super().__init__(max_batch, LOCAL_MAX_BATCH)
+    def __init__(
+        self, root: str, *, max_batch: int = LOCAL_MAX_BATCH, throttle: Throttle | None = None
+    ) -> None:
+        super().__init__(max_batch, LOCAL_MAX_BATCH, throttle)
         self.root = root.rstrip("/") or "/"
         self._real_root = os.path.realpath(self.root)
 
-    def _delete_batch(self, addresses: list[str]) -> dict[str, DeleteOutcome]:
+    def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
         return {a: self._unlink(a) for a in addresses}
 
     def _unlink(self, address: str) -> DeleteOutcome:
@@ -239,14 +348,19 @@ class LocalBulkDeleter(_BatchingDeleter):
         return DeleteOutcome(address, "deleted")
 
 
-def deleter_for(namespace: StorageLocation, options: StorageOptions) -> BulkDeleter:
-    """The bulk deleter for a repository's storage namespace (one per executor task)."""
+def deleter_for(
+    namespace: StorageLocation, options: StorageOptions, *, throttle: Throttle | None = None
+) -> BulkDeleter:
+    """The bulk deleter for a repository's storage namespace (one per executor task), its SDK
+    client without SDK retries: ``throttle`` (default: a :class:`Throttle` of its own) retries."""
     if namespace.kind == "s3":
-        return S3BulkDeleter(s3_client(options.s3), namespace.container, namespace.key)
+        client = s3_client(options.s3, retries=S3_DELETE_RETRIES)
+        return S3BulkDeleter(client, namespace.container, namespace.key, throttle=throttle)
     if namespace.kind == "azure":
-        return AzureBlobBulkDeleter(azure_container_client(namespace, options.azure), namespace.key)
+        container = azure_container_client(namespace, options.azure, retry_total=0)
+        return AzureBlobBulkDeleter(container, namespace.key, throttle=throttle)
     if namespace.kind == "local":
-        return LocalBulkDeleter(namespace.key)
+        return LocalBulkDeleter(namespace.key, throttle=throttle)
     raise StorageError(
         f"cannot delete from {namespace}: bulk deletes for storage kind {namespace.kind!r} are not supported"
     )
