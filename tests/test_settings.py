@@ -190,3 +190,54 @@ def test_help_explains_inventory(command: str, capsys: pytest.CaptureFixture[str
         "exit code 7",
     ):
         assert needle in out
+
+
+def test_sweep_safety_settings(tmp_path: Path) -> None:
+    """Revalidation on, 7-day marks, half the namespace by default; file < environment < flags."""
+    config = write(tmp_path / "gc.yaml", {"lakefs": LAKEFS, "gc": {"max_mark_age": "3d"}})
+    defaults = load_settings(environ={}, config_file=write(tmp_path / "empty.yaml", {"lakefs": LAKEFS})).gc
+    assert (defaults.revalidate, defaults.max_mark_age, defaults.max_delete_fraction) == (
+        True,
+        timedelta(days=7),
+        0.5,
+    )
+    environ = {"LAKEFS_GC_GC__REVALIDATE": "false", "LAKEFS_GC_GC__MAX_DELETE_FRACTION": "0.8"}
+    for command in ("sweep", "run"):
+        args = build_parser().parse_args([command, "--config", str(config)])
+        gc = gc_settings(args, environ).gc
+        assert (gc.revalidate, gc.max_mark_age, gc.max_delete_fraction) == (False, timedelta(days=3), 0.8)
+        assert args.force is False
+        assert gc_settings(args, {}).gc.revalidate is True  # the flag's absence is not --no-revalidate
+        flags = ["--no-revalidate", "--max-mark-age", "12h", "--max-delete-fraction", "1", "--force"]
+        args = build_parser().parse_args([command, "--config", str(config), *flags])
+        gc = gc_settings(args, {}).gc
+        assert (gc.revalidate, gc.max_mark_age, gc.max_delete_fraction) == (False, timedelta(hours=12), 1.0)
+        assert args.force is True
+    for bad in (["--max-delete-fraction", "0"], ["--max-delete-fraction", "1.01"], ["--max-mark-age", "0s"]):
+        args = build_parser().parse_args(["sweep", "--config", str(config), *bad])
+        with pytest.raises(ConfigError, match=r"max_delete_fraction|max_mark_age"):
+            gc_settings(args, {})
+
+
+def test_mark_takes_no_sweep_safety_flag(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["mark", "--force"])
+    assert "unrecognized arguments: --force" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command", ["sweep", "run"])
+def test_help_explains_sweep_safety(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main([command, "--help"])
+    out = " ".join(capsys.readouterr().out.split())
+    for needle in (
+        "--no-revalidate",
+        "--max-mark-age DURATION",
+        "(default 7d)",
+        "--max-delete-fraction FRACTION",
+        "(default 0.5)",
+        "--force",
+        "branch created from an expired commit",
+        "exit with code 3",
+    ):
+        assert needle in out

@@ -98,14 +98,45 @@ class GcOptions(BaseModel):
         "slower near its end, when fewer tasks are left.",
     )
 
+    revalidate: bool = Field(
+        default=True,
+        description="Before a sweep deletes anything, ask lakeFS again what is referenced (a fresh "
+        "uncommitted dump and fresh active commits; only ranges the mark did not read are read) and "
+        "keep every marked object referenced now. Between a mark and its sweep, a branch created from "
+        "an expired commit, a tag or a revert can reference a marked object again; without this check "
+        "the sweep deletes it. It costs little (ranges are content-addressed) and fails the sweep, "
+        "deleting nothing, when lakeFS cannot answer.",
+    )
+    max_mark_age: timedelta = Field(
+        default=timedelta(days=7),
+        description="A mark older than this (from its summary's start_time; a mark whose age cannot be "
+        "read counts as older) is swept only with revalidation: the older a mark, the more likely lakeFS "
+        "references some of its objects again. Without revalidation such a sweep is refused.",
+    )
+    max_delete_fraction: float = Field(
+        default=0.5,
+        gt=0,
+        le=1,
+        description="A sweep that would delete more than this share of the namespace's objects (those "
+        "the mark listed, outside _lakefs/) is refused, deleting nothing, unless forced (--force): a "
+        "mark that wants most of a repository is more likely a mistake (missing branch, wrong retention "
+        "rules, a half-read listing) than garbage. A mark that does not say how many objects it listed "
+        "(lakeFS's Scala job) cannot be checked and needs --force.",
+    )
+
     @field_validator(
-        "min_age", "unsafe_min_age", "prepare_commits_timeout", "max_inventory_age", mode="before"
+        "min_age",
+        "unsafe_min_age",
+        "prepare_commits_timeout",
+        "max_inventory_age",
+        "max_mark_age",
+        mode="before",
     )
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return parse_duration(value) if isinstance(value, str) else value
 
-    @field_validator("max_inventory_age")
+    @field_validator("max_inventory_age", "max_mark_age")
     @classmethod
     def _positive_age(cls, value: timedelta) -> timedelta:
         if value <= timedelta(0):

@@ -42,7 +42,8 @@ def test_mark_then_sweep_in_other_processes(local_env: GcEnv, spark: SparkSessio
 
     common = [c for c in common if c not in ("--unsafe-min-age", "0s")]
     swept = subprocess.run(
-        [sys.executable, "-m", "lakefs_gc.cli.main", "sweep", "--mark-id", mark["mark_id"], *common],
+        [sys.executable, "-m", "lakefs_gc.cli.main", "sweep", "--mark-id", mark["mark_id"],
+         "--max-delete-fraction", "1", *common],
         env=env, capture_output=True, text=True, timeout=300, check=False,
     )  # fmt: skip
     assert swept.returncode == 0, swept.stderr[-3000:]
@@ -76,25 +77,27 @@ def test_sweep_a_mark_written_by_lakefs(
     garbage = [scenario.relative(n) for n in GARBAGE]
     write_scala_mark(spark, reports / mark_id, mark_id, garbage, success=True)
 
-    code, lines, err = run_cli(
-        capsys, "sweep", "--repo", REPO, "--mark-id", mark_id, "--output", "json", *local_env.args()
-    )
+    # lakeFS's summary has no num_listed_objects: the delete-fraction guard cannot be evaluated
+    code, _, err = run_cli(capsys, "sweep", "--repo", REPO, "--mark-id", mark_id, *local_env.args())
+    assert code == 3 and "no num_listed_objects" in err
+    sweep = ("sweep", "--repo", REPO, "--mark-id", mark_id, "--force", "--output", "json", *local_env.args())
+    code, lines, err = run_cli(capsys, *sweep)
     assert code == 0, err
     assert (lines[0]["deleted"], lines[0]["failed"]) == (len(garbage), 0)
+    assert lines[0]["revalidated"] is True and lines[0]["saved"] == 0  # a year old: swept as revalidated
     assert {n: store.exists(scenario.relative(n)) for n in scenario.address} == EXPECTED_SURVIVORS
     summary = json.loads((reports / mark_id / "summary.json").read_text())
     assert list(summary)[:7] == [
-        "run_id", "success", "first_slice", "start_time", "cutoff_time", "num_deleted_objects", "sweep"
+        "run_id", "success", "first_slice", "start_time", "cutoff_time", "num_deleted_objects", "revalidation"
     ]  # fmt: skip
     swept = spark.read.parquet(str(reports / mark_id / "swept"))
     assert sorted(r["address"] for r in swept.filter("outcome = 'deleted'").collect()) == sorted(garbage)
 
-    # sweeping again is harmless: every object is already gone
-    code, lines, err = run_cli(
-        capsys, "sweep", "--repo", REPO, "--mark-id", mark_id, "--output", "json", *local_env.args()
-    )
+    # sweeping again is harmless: swept/ confirms every object, none is deleted again, the counts stay
+    code, lines, err = run_cli(capsys, *sweep)
     assert code == 0, err
-    assert (lines[0]["deleted"], lines[0]["missing"], lines[0]["failed"]) == (0, len(garbage), 0)
+    assert f"resuming: {len(garbage)} objects confirmed by earlier runs" in err
+    assert (lines[0]["deleted"], lines[0]["missing"], lines[0]["failed"]) == (len(garbage), 0, 0)
 
 
 def test_our_mark_reads_as_lakefs_reads_it(
@@ -146,7 +149,7 @@ def test_several_repositories_in_one_invocation(local_env: GcEnv, capsys: pytest
     assert code == 0, err
     assert [m["repository"] for m in marks] == ["repo-a", "repo-b"]
     assert all(m["summary"]["num_deleted_objects"] == len(GARBAGE) for m in marks)
-    argv = ["sweep", "--output", "json", *local_env.args()]
+    argv = ["sweep", "--output", "json", "--max-delete-fraction", "1", *local_env.args()]
     for mark in marks:
         argv += ["--repo", mark["repository"], "--mark-id", mark["mark_id"]]
     code, sweeps, err = run_cli(capsys, *argv)

@@ -29,8 +29,10 @@ def check_unified_gc(env: GcEnv, capsys: pytest.CaptureFixture[str], namespace: 
         assert store.exists(scenario.relative(name)), name
 
     code, lines, err = run_cli(
-        capsys, "run", "--repo", repo, "--yes", "--unsafe-min-age", "0s", "--output", "json", *env.args()
-    )
+        capsys, "run", "--repo", repo, "--yes", "--unsafe-min-age", "0s", "--output", "json",
+        "--max-delete-fraction", "1",  # 6 of the 10 objects are garbage, above the default 0.5
+        *env.args(),
+    )  # fmt: skip
     assert code == 0, err
     mark, sweep = lines
     garbage = {scenario.relative(n) for n, survives in EXPECTED_SURVIVORS.items() if not survives}
@@ -53,6 +55,7 @@ def check_unified_gc(env: GcEnv, capsys: pytest.CaptureFixture[str], namespace: 
     ]
     assert summary["run_id"] == mark["mark_id"] and summary["success"] is True
     assert summary["sweep"]["deleted"] == len(garbage)
+    assert summary["revalidation"]["saved"] == sweep["saved"] == 0 and sweep["revalidated"] is True
     assert store.exists(report + "deleted/_SUCCESS") and store.exists(report + "swept/_SUCCESS")
     return store
 

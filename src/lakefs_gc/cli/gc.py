@@ -32,7 +32,9 @@ safety:
   Nothing modified less than --min-age ago (default 24h, raised to lakeFS's grace period) is deleted;
   nothing referenced by an active commit or staged on any branch; nothing outside the storage namespace
   or under _lakefs/. Any error while reading references fails the mark (summary.json success=false),
-  and only a successful mark can be swept.
+  and only a successful mark can be swept. A sweep asks lakeFS again first and keeps what is referenced
+  again (--no-revalidate skips it; not for marks older than --max-mark-age), and refuses to delete more
+  than --max-delete-fraction of the namespace unless --force.
 
 reports: <namespace>/_lakefs/retention/gc/unified/<mark_id>/ with summary.json, deleted/ (parquet,
 column address), deleted.text/ and, after a sweep, swept/ (address, outcome, error) — the layout of
@@ -124,6 +126,34 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "--max-deletes-per-second", type=float, metavar="RATE",
         help="ceiling on objects deleted per second over the whole sweep (default: none)",
     )  # fmt: skip
+    rails = parser.add_argument_group(
+        "sweep safety rails",
+        "Before deleting, the sweep asks lakeFS again what is referenced (a fresh uncommitted dump and\n"
+        "active commits; only ranges the mark did not read are read) and keeps every marked object that\n"
+        "is referenced again, e.g. by a branch created from an expired commit since the mark. If lakeFS\n"
+        "cannot answer, nothing is deleted. A mark older than --max-mark-age is swept only so revalidated.\n"
+        "A sweep that would delete more than --max-delete-fraction of the objects the mark listed is\n"
+        "refused unless --force. Refusals delete nothing and exit with code 3.",
+    )
+    rails.add_argument(
+        "--no-revalidate", dest="revalidate", action="store_const", const=False, default=None,
+        help="delete what the mark listed without asking lakeFS again (objects referenced again since "
+        "the mark are deleted; refused for marks older than --max-mark-age)",
+    )  # fmt: skip
+    rails.add_argument(
+        "--max-mark-age", metavar="DURATION",
+        help="a mark older than this is swept only when revalidated (default 7d)",
+    )  # fmt: skip
+    rails.add_argument(
+        "--max-delete-fraction", type=float, metavar="FRACTION",
+        help="refuse to delete more than this share (0 < F <= 1) of the objects the mark listed in the "
+        "namespace (default 0.5)",
+    )  # fmt: skip
+    rails.add_argument(
+        "--force", action="store_true",
+        help="sweep even past --max-delete-fraction, or a mark that does not say how many objects it "
+        "listed (lakeFS's Scala job)",
+    )  # fmt: skip
 
 
 def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
@@ -157,6 +187,9 @@ def gc_settings(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings
         "sweep_concurrency": getattr(args, "sweep_concurrency", None),
         "sweep_max_retries": getattr(args, "sweep_max_retries", None),
         "max_deletes_per_second": getattr(args, "max_deletes_per_second", None),
+        "revalidate": getattr(args, "revalidate", None),
+        "max_mark_age": getattr(args, "max_mark_age", None),
+        "max_delete_fraction": getattr(args, "max_delete_fraction", None),
         "inventory": getattr(args, "inventory", None),
         "max_inventory_age": getattr(args, "max_inventory_age", None),
     }
@@ -197,9 +230,9 @@ def run_command(command: str, args: argparse.Namespace) -> int:
     for index, repository in enumerate(repositories):
         try:
             if command == "sweep":
-                _sweep(spark, settings, repository, mark_ids[index], printer)
+                _sweep(spark, settings, repository, mark_ids[index], printer, force=args.force)
             else:
-                _mark_and_maybe_sweep(spark, settings, repository, command, printer, confirm)
+                _mark_and_maybe_sweep(spark, settings, repository, command, printer, confirm, args)
         except GcError as e:
             if len(repositories) == 1:
                 raise
@@ -218,6 +251,7 @@ def _mark_and_maybe_sweep(
     command: str,
     printer: _Printer,
     confirm: Callable[[str], bool],
+    args: argparse.Namespace,
 ) -> None:
     from lakefs_gc.spark.mark import mark_run
 
@@ -233,13 +267,15 @@ def _mark_and_maybe_sweep(
         progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
                   f"--mark-id {result.mark_id}")  # fmt: skip
         return
-    _sweep(spark, settings, repository, result.mark_id, printer)
+    _sweep(spark, settings, repository, result.mark_id, printer, force=args.force)
 
 
-def _sweep(spark: Any, settings: GcSettings, repository: str, mark_id: str, printer: _Printer) -> None:
+def _sweep(
+    spark: Any, settings: GcSettings, repository: str, mark_id: str, printer: _Printer, *, force: bool
+) -> None:
     from lakefs_gc.spark.sweep import sweep_run
 
-    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=progress))
+    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=progress, force=force))
 
 
 def _confirmer(command: str, args: argparse.Namespace) -> Callable[[str], bool]:
@@ -288,10 +324,15 @@ class _Printer:
             self._line(
                 command="sweep", repository=result.repository, mark_id=result.mark_id, deleted=result.deleted,
                 missing=result.missing, failed=result.failed, throttled=result.throttled,
-                retries=result.retries, report=result.report_location,
+                retries=result.retries, revalidated=result.revalidated, saved=result.saved,
+                report=result.report_location,
             )  # fmt: skip
             return
         print(f"repository {result.repository}: sweep of mark {result.mark_id}")
+        if result.revalidated:
+            print(f"  revalidated: {result.saved} marked objects are referenced again and were kept")
+        else:
+            print("  not revalidated (--no-revalidate)")
         print(f"  deleted {result.deleted}, already missing {result.missing}, failed {result.failed}")
         if result.throttled or result.retries:
             print(f"  the store throttled {result.throttled} requests; {result.retries} retries")

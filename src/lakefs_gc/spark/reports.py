@@ -4,7 +4,8 @@ Layout (lakeFS's, internals §2.5) under ``<ns>/_lakefs/retention/gc/unified/<ma
 
 * ``deleted/``       parquet part files, first column ``address`` (then ``size``, ``last_modified``);
 * ``deleted.text/``  the same addresses, one per line (what lakeFS's rclone backup recipe reads);
-* ``swept/``         parquet ``address, outcome, error``: what the sweep did to each marked object;
+* ``swept/``         parquet ``address, outcome, error``: what the sweep did to each marked object,
+  written in small parts as it goes, so that a killed sweep resumes (:mod:`.sweep_resume`);
 * ``ranges/``, ``metaranges/``  ours: parquet ``range_id`` / ``metarange_id``, what the mark read, so
   that a revalidation at sweep time reads only what is new (ids are content-addressed);
 * ``summary.json``   written last: its presence with ``success=true`` is what makes a mark sweepable.
@@ -353,10 +354,15 @@ def _read_id_column(fs: pafs.FileSystem, path: str, column: str) -> Iterator[pa.
 
 def read_report_table(settings: GcSettings, storage_namespace: str, mark_id: str, name: str) -> pa.Table:
     """A whole report sub-directory (``deleted`` or ``swept``) on the driver — for small reports,
-    demos and tests; jobs read reports with :func:`marked_frame`."""
+    demos and tests; jobs read reports with :func:`marked_frame`. ``swept`` is read by the rule
+    of :mod:`~lakefs_gc.spark.sweep_resume`: one row per address, its confirmed or newest outcome."""
     namespace = parse_storage_namespace(storage_namespace, local_root=settings.storage.local_root)
     report = ReportDir(namespace, mark_id, settings.storage)
     fs, _ = report.filesystem()
+    if name == SWEPT:
+        from lakefs_gc.spark.sweep_resume import effective_swept
+
+        return effective_swept(fs, part_files(report, name))
     tables = []
     for path in part_files(report, name):
         with fs.open_input_file(path) as f:

@@ -3,9 +3,11 @@
 Only a mark whose ``summary.json`` exists and says ``success=true`` is swept (invariant 5) — ours
 or lakeFS's Scala job's, the layout is the same. Each task deletes its share of ``deleted/`` with
 one store client and bulk requests (S3 ``DeleteObjects`` ≤ 1000 keys, Azure blob batch ≤ 256,
-local unlink), re-checks every key before deleting it, and writes one ``swept/`` part file with
-the outcome of every key: ``deleted``, ``missing`` or ``failed`` (with the error). The confirmed
-counts are then added to the summary. Per-key failures are data, not exceptions.
+local unlink), re-checks every key before deleting it, and writes the outcome of every key to
+``swept/``: ``deleted``, ``missing`` or ``failed`` (with the error), in small parts written as it
+goes, so that a killed sweep started again deletes only what no part confirms yet
+(:mod:`~lakefs_gc.spark.sweep_resume`). The confirmed counts are then added to the summary.
+Per-key failures are data, not exceptions.
 
 Throttling is handled per task (:mod:`lakefs_gc.storage.throttle`): retries with backoff, an
 adaptive limit of requests in flight, an optional share of ``max_deletes_per_second``. What it
@@ -28,23 +30,21 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
-import pyarrow.parquet as pq
 
 from lakefs_gc.gc.reports import MarkReportError
 from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.spark import sweep_resume
 from lakefs_gc.spark.failures import is_spark_failure, job_failure
 from lakefs_gc.spark.reports import (
     SWEPT,
     SWEPT_SCHEMA,
     ReportDir,
-    finish_swept,
     marked_frame,
-    new_part_tag,
-    open_report_output,
-    part_name,
     read_summary,
     rewrite_summary,
 )
+from lakefs_gc.spark.sweep_guards import plan_sweep
+from lakefs_gc.spark.sweep_resume import swept_part_path, write_part
 from lakefs_gc.storage.deleters import deleter_for
 from lakefs_gc.storage.locations import parse_storage_namespace
 from lakefs_gc.storage.throttle import RateLimit, Throttle
@@ -65,6 +65,10 @@ PACE = ("requests", "throttled", "retries", "concurrency_decreases", "lowest_con
 OBJECTS_PER_TASK = 100_000
 #: Seconds between two progress lines.
 PROGRESS_INTERVAL_S = 10.0
+#: A task writes a ``swept/`` part after this many outcomes, or this many seconds: what a kill
+#: can cost (objects deleted again by the next run) against how many small parts ``swept/`` holds.
+FLUSH_OUTCOMES = 20_000
+FLUSH_INTERVAL_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,9 @@ class SweepResult:
     report_location: str
     throttled: int = 0
     retries: int = 0
+    #: marked objects the revalidation found referenced again, not deleted
+    saved: int = 0
+    revalidated: bool = False
 
     @property
     def attempted(self) -> int:
@@ -90,8 +97,10 @@ def sweep_run(
     mark_id: str,
     *,
     progress: Progress | None = None,
+    force: bool = False,
 ) -> SweepResult:
-    """Sweep mark ``mark_id`` of ``repository``; refuses a missing or failed mark."""
+    """Sweep mark ``mark_id`` of ``repository``; refuses a missing or failed mark, and what the
+    guards of :mod:`~lakefs_gc.spark.sweep_guards` refuse (``force``: the delete-fraction guard's)."""
     say = progress or _log.info
     with LakeFSClient(settings.lakefs, source="sweep") as client:
         storage_namespace = client.get_repository(repository).storage_namespace
@@ -106,10 +115,14 @@ def sweep_run(
     total = _int_or_none(summary.get("num_deleted_objects"))
     partitions = max(parallelism, math.ceil((total or 0) / OBJECTS_PER_TASK))
     say(f"{repository}: sweeping mark {mark_id} ({total} objects marked)")
-    marked = marked_frame(spark, report, parallelism=parallelism).repartition(partitions)
+    marked = marked_frame(spark, report, parallelism=parallelism)
+    now = datetime.now(timezone.utc)
+    plan = plan_sweep(spark, settings, repository, mark_id, summary, marked, force=force, now=now, say=say)
+    resume = sweep_resume.confirmed(spark, report, parallelism=parallelism, say=say)
+    marked = resume.pending(plan.addresses).repartition(partitions)
     done = spark.sparkContext.accumulator(0)
     running_at_once = max(1, min(partitions, spark.sparkContext.defaultParallelism))
-    body = _SweepPartition(report, new_part_tag(), settings.gc, running_at_once, done)
+    body = _SweepPartition(report, resume.tag, settings.gc, running_at_once, done)
     schema = ", ".join(f"{c} long" for c in (*OUTCOMES, *PACE))
     meter = _ProgressMeter(say, repository, total, _int_or_none(summary.get("num_deleted_bytes")), done)
     try:
@@ -119,10 +132,13 @@ def sweep_run(
         if not is_spark_failure(e):
             raise
         raise job_failure(e, f"sweep of mark {mark_id} of {repository}") from e
-    counts = {o: sum(int(r[o]) for r in rows) for o in OUTCOMES}
+    finally:
+        plan.release()
+    counts = resume.totals({o: sum(int(r[o]) for r in rows) for o in OUTCOMES})
     pace = {p: sum(int(r[p]) for r in rows) for p in PACE if p != "lowest_concurrency"}
     pace["lowest_concurrency"] = min((int(r["lowest_concurrency"]) for r in rows), default=0)
-    finish_swept(report)
+    resume.finish()
+    summary["revalidation"] = plan.revalidation
     summary["sweep"] = {
         **counts,
         "finish_time": datetime.now(timezone.utc).isoformat().replace("+00:00", "Z"),
@@ -133,11 +149,12 @@ def sweep_run(
     say(
         f"{repository}: swept mark {mark_id}: {counts['deleted']} deleted, {counts['missing']} missing, "
         f"{counts['failed']} failed in {meter.elapsed():.1f}s ({pace['throttled']} throttled answers, "
-        f"{pace['retries']} retries); outcomes in {report.child(SWEPT)}"
+        f"{pace['retries']} retries); {plan.saved} kept, referenced again since the mark; "
+        f"outcomes in {report.child(SWEPT)}"
     )
     return SweepResult(
         repository, mark_id, counts["deleted"], counts["missing"], counts["failed"], str(report),
-        throttled=pace["throttled"], retries=pace["retries"],
+        throttled=pace["throttled"], retries=pace["retries"], saved=plan.saved, revalidated=plan.revalidated,
     )  # fmt: skip
 
 
@@ -228,6 +245,7 @@ class _SweepPartition:
         rate = options.max_deletes_per_second
         self.rate = rate / tasks_at_once if rate is not None else None
         self.done = done
+        self.flush = (FLUSH_OUTCOMES, FLUSH_INTERVAL_S)
 
     def throttle(self) -> Throttle:
         rate = RateLimit(self.rate) if self.rate is not None else None
@@ -238,8 +256,10 @@ class _SweepPartition:
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
+        attempt = context.attemptNumber() if context is not None else 0
         fs, base = self.report.filesystem()
-        recorder = _Recorder(fs, f"{base}/{SWEPT}/{part_name(partition, self.tag, '.snappy.parquet')}")
+        tag = self.tag if attempt == 0 else f"{self.tag}.a{attempt}"  # a retried task overwrites nothing
+        recorder = _Recorder(fs, base, partition, tag, flush=self.flush)
         throttle = self.throttle()
         deleter = deleter_for(self.report.namespace, self.report.options, throttle=throttle)
         try:
@@ -278,32 +298,45 @@ def _done(item: tuple[list[str], Future[list[Any]]]) -> tuple[list[str], list[An
 
 
 class _Recorder:
-    """Counts outcomes and appends them to the task's ``swept/`` part file."""
+    """Counts outcomes and writes them to ``swept/`` in small parts, each one whole (see
+    :mod:`~lakefs_gc.spark.sweep_resume`): a flush every ``flush_outcomes`` outcomes or
+    ``flush_interval_s`` seconds, confirmed (``deleted``/``missing``) and ``failed`` outcomes in
+    parts of their own. A kill loses only what was not flushed yet; the next run sweeps it again."""
 
-    def __init__(self, fs: Any, path: str) -> None:
-        self.fs, self.path = fs, path
+    def __init__(self, fs: Any, base: str, partition: int, tag: str, *, flush: tuple[int, float]) -> None:
+        self.fs, self.base, self.partition, self.tag = fs, base, partition, tag
+        self.flush_outcomes, self.flush_interval_s = flush
         self.counts = dict.fromkeys(OUTCOMES, 0)
-        self.writer: pq.ParquetWriter | None = None
-        self.out: Any = None
+        self.parts = 0
+        self._confirmed: dict[str, list[Any]] = {c: [] for c in SWEPT_SCHEMA.names}
+        self._failed: dict[str, list[Any]] = {c: [] for c in SWEPT_SCHEMA.names}
+        self._flushed = time.monotonic()
 
     def record(self, addresses: list[str], outcomes: list[Any]) -> None:
         if [o.address for o in outcomes] != addresses:
             raise RuntimeError(
                 f"the deleter answered {len(outcomes)} outcomes for {len(addresses)} other addresses"
             )
-        rows: dict[str, list[Any]] = {"address": addresses, "outcome": [], "error": []}
         for outcome in outcomes:
+            rows = self._failed if outcome.outcome == "failed" else self._confirmed
+            rows["address"].append(outcome.address)
             rows["outcome"].append(outcome.outcome)
             rows["error"].append(outcome.error)
             self.counts[outcome.outcome] += 1
-        if self.writer is None:
-            self.out = open_report_output(self.fs, self.path)
-            self.writer = pq.ParquetWriter(self.out, SWEPT_SCHEMA, compression="snappy")
-        self.writer.write_batch(pa.RecordBatch.from_pydict(rows, schema=SWEPT_SCHEMA))
+        pending = len(self._confirmed["address"]) + len(self._failed["address"])
+        if pending >= self.flush_outcomes or time.monotonic() - self._flushed >= self.flush_interval_s:
+            self.flush()
+
+    def flush(self) -> None:
+        for rows, failed in ((self._confirmed, False), (self._failed, True)):
+            if rows["address"]:
+                path = swept_part_path(self.base, self.partition, self.tag, self.parts, failed=failed)
+                write_part(self.fs, path, rows)
+                self.parts += 1
+                for column in rows.values():
+                    column.clear()
+        self._flushed = time.monotonic()
 
     def close(self) -> None:
-        """Close the writer, then the stream it leaves open (an S3/Azure upload completes only then)."""
-        if self.writer is not None:
-            self.writer.close()
-        if self.out is not None:
-            self.out.close()
+        """Write what is not written yet."""
+        self.flush()
