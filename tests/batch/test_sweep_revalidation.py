@@ -10,6 +10,7 @@ unless told not to revalidate.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -341,3 +342,27 @@ def test_fraction_guard() -> None:
     assert listed_objects({}, force=True, where="m") is None
     with pytest.raises(SweepRefusedError, match="cannot be evaluated"):
         listed_objects({}, force=False, where="m")
+
+
+# ---- the cutoff, again at delete time ---------------------------------------------------------
+
+
+def test_an_object_rewritten_after_the_cutoff_is_refused(
+    marked: Marked, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Whatever the mark said, an object whose store says "modified after the cutoff" stays."""
+    rewritten = GARBAGE[0]
+    path = marked.env.storage_root / REPO / marked.scenario.relative(rewritten)
+    later = (datetime.now(timezone.utc) + timedelta(minutes=1)).timestamp()
+    os.utime(path, (later, later))
+
+    code, result, err = marked.sweep(capsys, *ALLOW)
+
+    assert code == 1, err  # a failed key is reported, and the exit status says so
+    assert (result["deleted"], result["missing"], result["failed"]) == (len(GARBAGE) - 1, 0, 1)
+    assert rewritten in marked.existing()
+    outcomes = marked.swept()
+    assert outcomes[marked.scenario.relative(rewritten)] == "failed"
+    rows = pq.read_table(marked.report / "swept").to_pylist()
+    [refused] = [r for r in rows if r["outcome"] == "failed"]
+    assert "refused: modified" in refused["error"] and "after the mark's cutoff" in refused["error"]

@@ -9,6 +9,7 @@ served by a real HTTP server with a canned DeleteObjects response.
 from __future__ import annotations
 
 import os
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -156,6 +157,21 @@ class TestLocalDeleter(DeleterContract):
         assert outcome.outcome == "failed" and "outside the namespace" in (outcome.error or "")
         assert (outside / "victim").exists()
 
+    def test_refuses_files_modified_after_the_cutoff(self, backend: Backend) -> None:
+        backend.native.put("data/s/old", b"1")
+        backend.native.put("data/s/new", b"1")
+        cutoff = datetime.now(timezone.utc) - timedelta(hours=1)
+        old = (cutoff - timedelta(hours=1)).timestamp()
+        os.utime(backend.native.full_key("data/s/old"), (old, old))
+        with deleter_for(backend.location, backend.options, not_modified_since=cutoff) as deleter:
+            old_outcome, new_outcome = deleter.delete(["data/s/old", "data/s/new"])
+        assert old_outcome == DeleteOutcome("data/s/old", "deleted")
+        assert new_outcome.outcome == "failed"
+        assert "refused: modified" in (new_outcome.error or "") and "after the mark's cutoff" in (
+            new_outcome.error or ""
+        )
+        assert backend.native.list_keys() == {"data/s/new"}
+
     def test_absent_namespace_means_missing(self, tmp_path: Path) -> None:
         deleter = LocalBulkDeleter(str(tmp_path / "no-such-namespace"))
         assert deleter.delete(["data/s/x"]) == [DeleteOutcome("data/s/x", "missing")]
@@ -208,6 +224,21 @@ class TestAzureDeleter(DeleterContract):
         assert leased.outcome == "failed" and (leased.error or "").startswith("412 ")
         assert "LeaseIdMissing" in (leased.error or "")
         assert backend.native.list_keys() == {"data/s/leased"}
+
+    def test_refuses_blobs_modified_after_the_cutoff(self, backend: Backend) -> None:
+        """If-Unmodified-Since rides on every sub-request: the store compares, not a racy HEAD."""
+        backend.native.put("data/s/x", b"1")
+        before = datetime.now(timezone.utc) - timedelta(hours=1)
+        with deleter_for(backend.location, backend.options, not_modified_since=before) as deleter:
+            (refused,) = deleter.delete(["data/s/x"])
+        assert refused.outcome == "failed" and "refused: modified after the mark's cutoff" in (
+            refused.error or ""
+        )
+        assert backend.native.list_keys() == {"data/s/x"}
+        after = datetime.now(timezone.utc) + timedelta(hours=1)
+        with deleter_for(backend.location, backend.options, not_modified_since=after) as deleter:
+            assert deleter.delete(["data/s/x"]) == [DeleteOutcome("data/s/x", "deleted")]
+        assert backend.native.list_keys() == set()
 
     def test_snapshots_are_deleted_with_the_blob(
         self, backend: Backend, deleter: BulkDeleter, azurite: AzuriteServer

@@ -43,7 +43,7 @@ from lakefs_gc.spark.reports import (
     read_summary,
     rewrite_summary,
 )
-from lakefs_gc.spark.sweep_guards import plan_sweep
+from lakefs_gc.spark.sweep_guards import parse_instant, plan_sweep
 from lakefs_gc.spark.sweep_resume import swept_part_path, write_part
 from lakefs_gc.storage.deleters import deleter_for
 from lakefs_gc.storage.locations import parse_storage_namespace
@@ -123,6 +123,7 @@ def sweep_run(
     done = spark.sparkContext.accumulator(0)
     running_at_once = max(1, min(partitions, spark.sparkContext.defaultParallelism))
     body = _SweepPartition(report, resume.tag, settings.gc, running_at_once, done)
+    body.cutoff = parse_instant(summary.get("cutoff_time"))  # re-checked at delete time where stores can
     schema = ", ".join(f"{c} long" for c in (*OUTCOMES, *PACE))
     meter = _ProgressMeter(say, repository, total, _int_or_none(summary.get("num_deleted_bytes")), done)
     try:
@@ -246,6 +247,7 @@ class _SweepPartition:
         self.rate = rate / tasks_at_once if rate is not None else None
         self.done = done
         self.flush = (FLUSH_OUTCOMES, FLUSH_INTERVAL_S)
+        self.cutoff: datetime | None = None  # the mark's cutoff: nothing modified since is deleted
 
     def throttle(self) -> Throttle:
         rate = RateLimit(self.rate) if self.rate is not None else None
@@ -261,7 +263,9 @@ class _SweepPartition:
         tag = self.tag if attempt == 0 else f"{self.tag}.a{attempt}"  # a retried task overwrites nothing
         recorder = _Recorder(fs, base, partition, tag, flush=self.flush)
         throttle = self.throttle()
-        deleter = deleter_for(self.report.namespace, self.report.options, throttle=throttle)
+        deleter = deleter_for(
+            self.report.namespace, self.report.options, throttle=throttle, not_modified_since=self.cutoff
+        )
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sweep") as pool:
                 in_flight: deque[tuple[list[str], Future[list[Any]]]] = deque()

@@ -7,6 +7,13 @@ report. Every deleter checks each address with :func:`deletable_key` again befor
 namespace, no file directly under ``data/``), and joins keys to the namespace as plain strings, so
 ``#``, ``?`` and ``%`` are part of the key and never URL syntax.
 
+The mark's cutoff is enforced again at delete time where the store can compare it in the delete
+path (``not_modified_since``): Azure deletes carry ``If-Unmodified-Since`` (a blob written after the
+cutoff answers 412 and is ``failed``, "refused"), local files are checked with ``stat`` right before
+``unlink``. S3's ``DeleteObjects`` offers no modification-time condition for general-purpose
+buckets, so there the guarantee rests on the mark (lakeFS never rewrites an address) and on the
+sweep's revalidation.
+
 Batch sizes are those of lakeFS's Spark GC (internals §1.8, §6.2): 1000 keys per S3
 ``DeleteObjects``, 256 blobs per Azure blob batch.
 
@@ -27,6 +34,7 @@ import os
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
@@ -256,10 +264,12 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
         *,
         max_batch: int = AZURE_MAX_BATCH,
         throttle: Throttle | None = None,
+        not_modified_since: datetime | None = None,
     ) -> None:
         super().__init__(max_batch, AZURE_MAX_BATCH, throttle)
         self.container_client = container_client
         self.prefix = _key_prefix(namespace_key)
+        self.cutoff = not_modified_since
 
     def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
         from azure.core.exceptions import (
@@ -269,12 +279,14 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
             ServiceResponseError,
         )
 
+        condition = {"if_unmodified_since": self.cutoff} if self.cutoff is not None else {}
         try:
             responses = list(
                 self.container_client.delete_blobs(
                     *[self.prefix + a for a in addresses],
                     delete_snapshots="include",
                     raise_on_any_failure=False,
+                    **condition,
                 )
             )
         except HttpResponseError as e:
@@ -306,6 +318,10 @@ def _azure_outcome(address: str, response: Any) -> DeleteOutcome | Retry:
         return DeleteOutcome(address, "deleted")
     if status == 404 and code in (None, "BlobNotFound"):
         return DeleteOutcome(address, "missing")
+    if status == 412:  # If-Unmodified-Since: written after the mark's cutoff
+        return DeleteOutcome(
+            address, "failed", f"refused: modified after the mark's cutoff ({code or '412'})"
+        )
     error = f"{status} {response.reason}" + (f" ({code})" if code else "")
     if status >= 500:
         return Retry(error, status == 503 or code in AZURE_THROTTLE_CODES)
@@ -325,11 +341,17 @@ class LocalBulkDeleter(_BatchingDeleter):
     """
 
     def __init__(
-        self, root: str, *, max_batch: int = LOCAL_MAX_BATCH, throttle: Throttle | None = None
+        self,
+        root: str,
+        *,
+        max_batch: int = LOCAL_MAX_BATCH,
+        throttle: Throttle | None = None,
+        not_modified_since: datetime | None = None,
     ) -> None:
         super().__init__(max_batch, LOCAL_MAX_BATCH, throttle)
         self.root = root.rstrip("/") or "/"
         self._real_root = os.path.realpath(self.root)
+        self.cutoff = not_modified_since
 
     def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
         return {a: self._unlink(a) for a in addresses}
@@ -340,6 +362,11 @@ class LocalBulkDeleter(_BatchingDeleter):
         if os.path.commonpath([parent, self._real_root]) != self._real_root:
             return DeleteOutcome(address, "failed", f"refused: {address!r} resolves outside the namespace")
         try:
+            if self.cutoff is not None and os.stat(path).st_mtime >= self.cutoff.timestamp():
+                modified = datetime.fromtimestamp(os.stat(path).st_mtime, self.cutoff.tzinfo)
+                return DeleteOutcome(
+                    address, "failed", f"refused: modified {modified.isoformat()}, after the mark's cutoff"
+                )
             os.unlink(path)
         except FileNotFoundError:
             return DeleteOutcome(address, "missing")
@@ -349,18 +376,26 @@ class LocalBulkDeleter(_BatchingDeleter):
 
 
 def deleter_for(
-    namespace: StorageLocation, options: StorageOptions, *, throttle: Throttle | None = None
+    namespace: StorageLocation,
+    options: StorageOptions,
+    *,
+    throttle: Throttle | None = None,
+    not_modified_since: datetime | None = None,
 ) -> BulkDeleter:
     """The bulk deleter for a repository's storage namespace (one per executor task), its SDK
-    client without SDK retries: ``throttle`` (default: a :class:`Throttle` of its own) retries."""
+    client without SDK retries: ``throttle`` (default: a :class:`Throttle` of its own) retries.
+    ``not_modified_since`` (the mark's cutoff) refuses objects written since, where the store
+    can tell in the delete path (Azure, local; see the module docstring)."""
     if namespace.kind == "s3":
         client = s3_client(options.s3, retries=S3_DELETE_RETRIES)
         return S3BulkDeleter(client, namespace.container, namespace.key, throttle=throttle)
     if namespace.kind == "azure":
         container = azure_container_client(namespace, options.azure, retry_total=0)
-        return AzureBlobBulkDeleter(container, namespace.key, throttle=throttle)
+        return AzureBlobBulkDeleter(
+            container, namespace.key, throttle=throttle, not_modified_since=not_modified_since
+        )
     if namespace.kind == "local":
-        return LocalBulkDeleter(namespace.key, throttle=throttle)
+        return LocalBulkDeleter(namespace.key, throttle=throttle, not_modified_since=not_modified_since)
     raise StorageError(
         f"cannot delete from {namespace}: bulk deletes for storage kind {namespace.kind!r} are not supported"
     )
