@@ -318,10 +318,8 @@ def _azure_outcome(address: str, response: Any) -> DeleteOutcome | Retry:
         return DeleteOutcome(address, "deleted")
     if status == 404 and code in (None, "BlobNotFound"):
         return DeleteOutcome(address, "missing")
-    if status == 412:  # If-Unmodified-Since: written after the mark's cutoff
-        return DeleteOutcome(
-            address, "failed", f"refused: modified after the mark's cutoff ({code or '412'})"
-        )
+    if status == 412 and code == "ConditionNotMet":  # If-Unmodified-Since (412 is also a lease)
+        return DeleteOutcome(address, "failed", "refused: modified after the mark's cutoff (ConditionNotMet)")
     error = f"{status} {response.reason}" + (f" ({code})" if code else "")
     if status >= 500:
         return Retry(error, status == 503 or code in AZURE_THROTTLE_CODES)
