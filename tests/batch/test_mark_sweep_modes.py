@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -76,6 +77,9 @@ def test_sweep_a_mark_written_by_lakefs(
     mark_id = "g4uk6erfnfus73frbnqg"
     garbage = [scenario.relative(n) for n in GARBAGE]
     write_scala_mark(spark, reports / mark_id, mark_id, garbage, success=True)
+    before_cutoff = datetime(2025, 11, 1, tzinfo=timezone.utc).timestamp()  # as a year-old mark saw them
+    for address in garbage:
+        os.utime(local_env.storage_root / REPO / address, (before_cutoff, before_cutoff))
 
     # lakeFS's summary has no num_listed_objects: the delete-fraction guard cannot be evaluated
     code, _, err = run_cli(capsys, "sweep", "--repo", REPO, "--mark-id", mark_id, *local_env.args())

@@ -195,11 +195,18 @@ def test_a_lakefs_failure_during_revalidation_deletes_nothing(
 
 
 def age_summary(marked: Marked, days: float) -> None:
+    """Make the mark ``days`` old, its objects older than its cutoff (as they were when marked)."""
     started = datetime.now(timezone.utc) - timedelta(days=days)
+    cutoff = started - timedelta(days=1)
     marked.rewrite_summary(
         start_time=format_java_instant(int(started.timestamp() * 1e9)),
-        cutoff_time=format_java_instant(int((started - timedelta(days=1)).timestamp() * 1e3) * 1_000_000),
+        cutoff_time=format_java_instant(int(cutoff.timestamp() * 1e3) * 1_000_000),
     )
+    older = (cutoff - timedelta(days=1)).timestamp()
+    for name in marked.scenario.address:
+        path = marked.env.storage_root / REPO / marked.scenario.relative(name)
+        if path.exists():
+            os.utime(path, (older, older))
 
 
 def test_a_stale_mark_is_swept_only_when_revalidated(
