@@ -48,7 +48,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mark import QUIET_LOG4J2, cpu_seconds, driver_memory, print_stages, process_tree, say, stage_times
+from mark import cpu_seconds, driver_memory, print_stages, process_tree, say, spark_session, stage_times
 
 HERE = Path(__file__).resolve()
 BUCKET = "bench-bucket"
@@ -288,25 +288,6 @@ def _local_fs() -> Any:
 # ---- Spark ----------------------------------------------------------------------------------
 
 
-def spark_session(master: str, workdir: Path, extra: dict[str, str]) -> Any:
-    from lakefs_gc.spark.session import build_session
-
-    log4j = workdir / "log4j2.properties"
-    log4j.write_text(QUIET_LOG4J2)
-    events = workdir / "spark-events"
-    events.mkdir(exist_ok=True)
-    conf = {
-        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
-        "spark.ui.showConsoleProgress": "false",
-        "spark.eventLog.enabled": "true",  # stage timings for the breakdown (the UI is off)
-        "spark.eventLog.dir": events.as_uri(),
-        "spark.eventLog.compress": "false",
-        "spark.eventLog.rolling.enabled": "false",
-        **extra,
-    }
-    return build_session("bench", environ=os.environ, master=master, conf=conf)
-
-
 def warm_up(spark: Any) -> None:
     """Start the Python workers and import the ingest's modules, as any earlier job would have."""
 
@@ -456,7 +437,7 @@ def main() -> int:
         f"Spark master {args.master}" + (f", extra conf {extra}" if extra else ""),
     }  # fmt: skip
     loaded = {f: load_delivery(delivery_dir(workdir, args.rows, args.rows_per_file, f)) for f in formats}
-    spark = spark_session(args.master, workdir, extra)
+    spark = spark_session(args.master, workdir, extra, app="bench")
     try:
         warm_up(spark)
         for fmt, (delivery, info) in loaded.items():

@@ -265,7 +265,10 @@ def synthesized(workdir: Path, spec: Spec) -> tuple[Path, Path, dict[str, Any]]:
 # ---- Spark ---------------------------------------------------------------------------------
 
 
-def spark_session(master: str, workdir: Path) -> Any:
+def spark_session(
+    master: str, workdir: Path, extra: dict[str, str] | None = None, app: str = "lakefs-gc bench/mark.py"
+) -> Any:
+    """A session logging quietly, with the event log on (stage timings: the UI is off)."""
     from lakefs_gc.spark.session import build_session
 
     log4j = workdir / "log4j2.properties"
@@ -279,8 +282,9 @@ def spark_session(master: str, workdir: Path) -> Any:
         "spark.eventLog.dir": events.as_uri(),
         "spark.eventLog.compress": "false",
         "spark.eventLog.rolling.enabled": "false",
+        **(extra or {}),
     }
-    return build_session("lakefs-gc bench/mark.py", environ=os.environ, master=master, conf=conf)
+    return build_session(app, environ=os.environ, master=master, conf=conf)
 
 
 #: Spark plan operators that tell a stage's work apart (the rest is plumbing)

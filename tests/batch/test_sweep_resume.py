@@ -19,7 +19,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -40,7 +39,7 @@ from lakefs_gc.spark.reports import SWEPT, ReportDir
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_storage_namespace
 from lakefs_gc.testing.servers import MotoServer
-from lakefs_gc.testing.throttling import S3SlowDown
+from lakefs_gc.testing.throttling import S3SlowDown, moto_behind
 from tests.batch.conftest import GcEnv, gc_env
 from tests.object_stores import s3_client, s3_options
 
@@ -70,22 +69,8 @@ class KeyCounter(S3SlowDown):
 
 @contextmanager
 def counting_moto_server(latency_s: float) -> Iterator[tuple[MotoServer, KeyCounter]]:
-    from moto.moto_server.werkzeug_app import (
-        DomainDispatcherApplication,
-        MotoRequestHandler,
-        create_backend_app,
-    )
-    from werkzeug.serving import make_server
-
-    hook = KeyCounter(DomainDispatcherApplication(create_backend_app), latency_s=latency_s)
-    server = make_server("127.0.0.1", 0, hook, threaded=True, request_handler=MotoRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, name="counting-moto", daemon=True)
-    thread.start()
-    try:
-        yield MotoServer(endpoint_url=f"http://127.0.0.1:{server.server_address[1]}"), hook
-    finally:
-        server.shutdown()
-        thread.join(timeout=10)
+    with moto_behind(lambda app: KeyCounter(app, latency_s=latency_s), name="counting-moto") as served:
+        yield served
 
 
 @pytest.fixture

@@ -35,6 +35,7 @@ from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.spark.failures import is_spark_failure, job_failure
 from lakefs_gc.spark.reports import (
     ReportDir,
+    address_chunks,
     marked_frame,
     new_part_tag,
     open_report_output,
@@ -260,7 +261,7 @@ class _CopyPartition:
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix=self.direction) as pool:
                 in_flight: deque[Future[list[CopyOutcome]]] = deque()
-                for chunk in _chunks(batches, COPY_CHUNK):
+                for chunk in address_chunks(batches, COPY_CHUNK):
                     in_flight.append(pool.submit(_copy_all, copier, chunk))
                     while len(in_flight) > 2 * self.concurrency:
                         recorder.record(in_flight.popleft().result())
@@ -276,17 +277,6 @@ class _CopyPartition:
 
 def _copy_all(copier: ObjectCopier, addresses: list[str]) -> list[CopyOutcome]:
     return [copier.copy(a) for a in addresses]
-
-
-def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[str]]:
-    pending: list[str] = []
-    for batch in batches:
-        pending.extend(batch.column("address").to_pylist())
-        while len(pending) >= size:
-            yield pending[:size]
-            pending = pending[size:]
-    if pending:
-        yield pending
 
 
 class _Recorder:

@@ -372,6 +372,19 @@ def read_report_table(settings: GcSettings, storage_namespace: str, mark_id: str
     return pa.concat_tables(tables, promote_options="default")
 
 
+def address_chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[str]]:
+    """The ``address`` column of a task's batches regrouped into lists of ``size`` (the last
+    shorter): one bulk request each for the sweep, one copy round for backup and restore."""
+    pending: list[str] = []
+    for batch in batches:
+        pending.extend(batch.column("address").to_pylist())
+        while len(pending) >= size:
+            yield pending[:size]
+            pending = pending[size:]
+    if pending:
+        yield pending
+
+
 # ---- plumbing -------------------------------------------------------------------------------
 
 

@@ -39,6 +39,7 @@ from lakefs_gc.spark.reports import (
     SWEPT,
     SWEPT_SCHEMA,
     ReportDir,
+    address_chunks,
     marked_frame,
     read_summary,
     rewrite_summary,
@@ -269,7 +270,7 @@ class _SweepPartition:
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sweep") as pool:
                 in_flight: deque[tuple[list[str], Future[list[Any]]]] = deque()
-                for chunk in _chunks(batches, deleter.max_batch):
+                for chunk in address_chunks(batches, deleter.max_batch):
                     in_flight.append((chunk, pool.submit(deleter.delete, chunk)))
                     while len(in_flight) > 2 * self.concurrency:
                         recorder.record(*_done(in_flight.popleft()))
@@ -283,17 +284,6 @@ class _SweepPartition:
         yield pa.RecordBatch.from_pydict(
             {c: [recorder.counts[c] if c in OUTCOMES else stats[c]] for c in (*OUTCOMES, *PACE)}
         )
-
-
-def _chunks(batches: Iterator[pa.RecordBatch], size: int) -> Iterator[list[str]]:
-    pending: list[str] = []
-    for batch in batches:
-        pending.extend(batch.column("address").to_pylist())
-        while len(pending) >= size:
-            yield pending[:size]
-            pending = pending[size:]
-    if pending:
-        yield pending
 
 
 def _done(item: tuple[list[str], Future[list[Any]]]) -> tuple[list[str], list[Any]]:

@@ -27,11 +27,13 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
 from lakefs_gc.testing.servers import MotoServer
+
+_Hook = TypeVar("_Hook", bound="S3SlowDown")
 
 _S3_NS = "{http://s3.amazonaws.com/doc/2006-03-01/}"
 _SLOW_DOWN = "Please reduce your request rate."
@@ -172,9 +174,11 @@ def _call(app: WsgiApp, environ: dict[str, Any]) -> tuple[str, list[tuple[str, s
 
 
 @contextmanager
-def throttled_moto_server(**hook: Any) -> Iterator[tuple[MotoServer, S3SlowDown]]:
-    """moto's S3 (the process-wide backend) on a port of its own, behind :class:`S3SlowDown`
-    (keyword arguments: its settings). The hook's settings may be changed while it runs."""
+def moto_behind(
+    wrap: Callable[[Any], _Hook], name: str = "moto-behind-hook"
+) -> Iterator[tuple[MotoServer, _Hook]]:
+    """moto's S3 (the process-wide backend) on a port of its own, behind the WSGI hook that
+    ``wrap`` builds around moto's app; yields the server and the hook (to read its counters)."""
     from moto.moto_server.werkzeug_app import (
         DomainDispatcherApplication,
         MotoRequestHandler,
@@ -185,13 +189,21 @@ def throttled_moto_server(**hook: Any) -> Iterator[tuple[MotoServer, S3SlowDown]
     access_log = logging.getLogger("werkzeug")
     level = access_log.level
     access_log.setLevel(logging.WARNING)
-    throttle = S3SlowDown(DomainDispatcherApplication(create_backend_app), **hook)
-    server = make_server("127.0.0.1", 0, throttle, threaded=True, request_handler=MotoRequestHandler)
-    thread = threading.Thread(target=server.serve_forever, name="throttled-moto", daemon=True)
+    hook = wrap(DomainDispatcherApplication(create_backend_app))
+    server = make_server("127.0.0.1", 0, hook, threaded=True, request_handler=MotoRequestHandler)
+    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
     thread.start()
     try:
-        yield MotoServer(endpoint_url=f"http://127.0.0.1:{server.server_address[1]}"), throttle
+        yield MotoServer(endpoint_url=f"http://127.0.0.1:{server.server_address[1]}"), hook
     finally:
         server.shutdown()
         thread.join(timeout=10)
         access_log.setLevel(level)
+
+
+@contextmanager
+def throttled_moto_server(**hook: Any) -> Iterator[tuple[MotoServer, S3SlowDown]]:
+    """moto behind :class:`S3SlowDown` (keyword arguments: its settings). The hook's settings may
+    be changed while it runs."""
+    with moto_behind(lambda app: S3SlowDown(app, **hook), name="throttled-moto") as served:
+        yield served
