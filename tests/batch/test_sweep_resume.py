@@ -41,6 +41,7 @@ from lakefs_gc.storage.locations import parse_storage_namespace
 from lakefs_gc.testing.servers import MotoServer
 from lakefs_gc.testing.throttling import S3SlowDown, moto_behind
 from tests.batch.conftest import GcEnv, gc_env
+from tests.batch.s3_marks import seed_s3_mark
 from tests.object_stores import s3_client, s3_options
 
 REPO = "resumed"
@@ -93,30 +94,11 @@ def counted_env(tmp_path: Path, moto: MotoServer, counted: tuple[MotoServer, Key
 
 
 def seed(env: GcEnv, moto: MotoServer, bucket: str) -> str:
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
-    prefix = f"repos/{REPO}/"
-    env.lakefs.create_repo(REPO, f"s3://{bucket}/{prefix.rstrip('/')}")
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
-    for key in GARBAGE + LIVE:
-        backend.put_object(bucket, prefix + key, b"x")
-    report = f"{prefix}_lakefs/retention/gc/unified/{MARK_ID}/"
-    client = s3_client(moto)
-    for part in range(3):
-        out = io.BytesIO()
-        pq.write_table(pa.table({"address": GARBAGE[part::3]}), out)
-        client.put_object(
-            Bucket=bucket, Key=f"{report}deleted/part-{part:05d}.snappy.parquet", Body=out.getvalue()
-        )
     now = datetime.now(timezone.utc).isoformat().replace("+00:00", "Z")
-    summary = {
-        "run_id": MARK_ID, "success": True, "first_slice": "g5adr8f5pvec73cpia80", "start_time": now,
-        "cutoff_time": now, "num_deleted_objects": len(GARBAGE), "num_deleted_bytes": len(GARBAGE),
-        "num_listed_objects": len(GARBAGE) + len(LIVE),
-    }  # fmt: skip
-    client.put_object(Bucket=bucket, Key=f"{report}summary.json", Body=json.dumps(summary).encode())
-    return prefix
+    return seed_s3_mark(
+        env, moto, bucket, repo=REPO, mark_id=MARK_ID, garbage=GARBAGE, live=LIVE, size=1,
+        start_time=now, cutoff_time=now, num_listed_objects=len(GARBAGE) + len(LIVE),
+    )  # fmt: skip
 
 
 class Sweeper:

@@ -16,7 +16,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
@@ -26,6 +25,7 @@ from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.servers import MotoServer
 from lakefs_gc.testing.throttling import S3SlowDown, throttled_moto_server
 from tests.batch.conftest import GcEnv, gc_env, run_cli
+from tests.batch.s3_marks import seed_s3_mark
 from tests.object_stores import s3_client, s3_options
 
 pytestmark = pytest.mark.usefixtures("spark")
@@ -63,29 +63,10 @@ def throttled_env(
 
 def seed(env: GcEnv, moto: MotoServer, bucket: str) -> str:
     """A repository on ``bucket``, its garbage and live objects, a mark (lakeFS's layout) of the garbage."""
-    from moto.core.models import DEFAULT_ACCOUNT_ID
-    from moto.s3.models import s3_backends
-
-    prefix = f"repos/{REPO}/"
-    env.lakefs.create_repo(REPO, f"s3://{bucket}/{prefix.rstrip('/')}")
-    backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]  # the moto of this process: 10K puts/s, no HTTP
-    for key in GARBAGE + LIVE:
-        backend.put_object(bucket, prefix + key, b"x" * SIZE)
-    report = f"{prefix}_lakefs/retention/gc/unified/{MARK_ID}/"
-    client = s3_client(moto)
-    for part in range(3):
-        out = io.BytesIO()
-        pq.write_table(pa.table({"address": GARBAGE[part::3]}), out)
-        client.put_object(
-            Bucket=bucket, Key=f"{report}deleted/part-{part:05d}.snappy.parquet", Body=out.getvalue()
-        )
-    summary = {
-        "run_id": MARK_ID, "success": True, "first_slice": "g5adr8f5pvec73cpia80",
-        "start_time": "2025-11-10T10:34:37.245361091Z", "cutoff_time": "2025-11-10T04:34:37.243Z",
-        "num_deleted_objects": len(GARBAGE), "num_deleted_bytes": SIZE * len(GARBAGE),
-    }  # fmt: skip
-    client.put_object(Bucket=bucket, Key=f"{report}summary.json", Body=json.dumps(summary).encode())
-    return prefix
+    return seed_s3_mark(
+        env, moto, bucket, repo=REPO, mark_id=MARK_ID, garbage=GARBAGE, live=LIVE, size=SIZE,
+        start_time="2025-11-10T10:34:37.245361091Z", cutoff_time="2025-11-10T04:34:37.243Z",
+    )  # fmt: skip
 
 
 def listing(moto: MotoServer, bucket: str, prefix: str) -> set[str]:
