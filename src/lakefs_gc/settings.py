@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -32,7 +32,7 @@ from lakefs_gc.storage.locations import parse_location
 from lakefs_gc.storage.throttle import DEFAULT_MAX_RETRIES
 
 ENV_PREFIX = "LAKEFS_GC_"
-_SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories")
+_SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories", "service")
 
 
 class GcOptions(BaseModel):
@@ -191,6 +191,9 @@ class GcSettings(StorageSettings):
     lakefs: LakeFSConnection
 
 
+G = TypeVar("G", bound="GcSettings")
+
+
 def load_settings(
     *,
     environ: Mapping[str, str],
@@ -198,12 +201,17 @@ def load_settings(
     overrides: Mapping[str, Any] | None = None,
     lakectl_config_path: Path | None = None,
     use_lakectl_defaults: bool = True,
-) -> GcSettings:
+    model: type[G] = GcSettings,  # type: ignore[assignment]  # the default is a G
+) -> G:
     """Merge file < environment < ``overrides`` (nested dicts, ``None`` values ignored) and validate.
 
-    Raises :class:`ConfigError` naming the offending source and field.
+    Raises :class:`ConfigError` naming the offending source and field. ``model``: the settings
+    class (the service's adds a ``service`` section, which the batch commands ignore, so one
+    config file serves both).
     """
     merged = _merged_sources(environ, config_file, overrides)
+    if "service" not in model.model_fields:
+        merged.pop("service", None)
     lakefs_section = merged.pop("lakefs", {}) or {}
     if not isinstance(lakefs_section, dict):
         raise ConfigError("settings: 'lakefs' must be a mapping")
@@ -221,7 +229,7 @@ def load_settings(
         extra=lakefs_section,
     )
     try:
-        return GcSettings.model_validate({"lakefs": connection, **merged})
+        return model.model_validate({"lakefs": connection, **merged})
     except ValidationError as e:
         raise ConfigError(f"invalid settings: {_describe(e)}") from e
 
@@ -235,6 +243,7 @@ def load_storage_settings(
     """As :func:`load_settings`, without the lakeFS connection (a ``lakefs`` section is ignored)."""
     merged = _merged_sources(environ, config_file, overrides)
     merged.pop("lakefs", None)
+    merged.pop("service", None)
     try:
         return StorageSettings.model_validate(merged)
     except ValidationError as e:

@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from lakefs_gc import __version__
-from lakefs_gc.cli import backup, demo, gc, inventory, sstable, test_server
+from lakefs_gc.cli import backup, demo, gc, inventory, serve, sstable, test_server
 from lakefs_gc.errors import GcError
 
 #: set to print the traceback of an error (for bug reports)
@@ -42,6 +42,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     demo.register(commands)
     gc.register(commands)
+    serve.register(commands)
     backup.register(commands)
     inventory.register(commands)
     sstable.register(commands)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from lakefs_gc.errors import ConfigError
-from lakefs_gc.settings import GcSettings, StorageSettings, load_settings, load_storage_settings
+from lakefs_gc.settings import G, GcSettings, StorageSettings, load_settings, load_storage_settings
 
 SETTINGS_EPILOG = """\
 settings (each from, in increasing priority: --config file, LAKEFS_GC_* environment, flags):
@@ -68,11 +68,20 @@ def add_settings_options(
 
 
 def settings_from_args(
-    args: argparse.Namespace, environ: dict[str, str], *, gc: dict[str, Any] | None = None
-) -> GcSettings:
-    """The command's settings: file < environment < flags (flags a command lacks count as unset)."""
+    args: argparse.Namespace,
+    environ: dict[str, str],
+    *,
+    gc: dict[str, Any] | None = None,
+    service: dict[str, Any] | None = None,
+    model: type[G] = GcSettings,  # type: ignore[assignment]  # the default is a G
+) -> G:
+    """The command's settings: file < environment < flags (flags a command lacks count as unset).
+
+    ``service``: the ``service`` section's flags; ``model``: the settings class to validate.
+    """
+    overrides = {**_overrides(args, gc), "service": service or {}}
     return load_settings(
-        environ=environ, config_file=getattr(args, "config", None), overrides=_overrides(args, gc)
+        environ=environ, config_file=getattr(args, "config", None), overrides=overrides, model=model
     )
 
 

@@ -60,6 +60,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     parser.add_argument("--azure-account-key", help="Azure shared key for the blob endpoint")
     parser.add_argument(
+        "--events-dir", type=Path,
+        help="write a notification file for every object written or deleted under local:// namespaces "
+        "(the demo's local event queue, read by `lakefs-gc serve`)",
+    )  # fmt: skip
+    parser.add_argument(
         "--uncommitted-page-entries", type=int, default=100_000,
         help="staged entries per prepare_uncommitted page (default 100000; lower it to test pagination)",
     )  # fmt: skip
@@ -117,6 +122,10 @@ def run(args: argparse.Namespace) -> int:
         blockstores=tuple(blockstores),
         uncommitted_page_entries=args.uncommitted_page_entries,
     )
+    if args.events_dir is not None:
+        from lakefs_gc.testing.notifications import DirectoryNotifier
+
+        settings = replace(settings, notifications=DirectoryNotifier(args.events_dir.resolve()))
     args.storage_root.mkdir(parents=True, exist_ok=True)
     server = LakeFSTestServer(
         storage_root=args.storage_root.resolve(),

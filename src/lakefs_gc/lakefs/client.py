@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import TypeVar
+from typing import ClassVar, TypeVar
 
 import urllib3.exceptions
 from lakefs_sdk.api.config_api import ConfigApi
@@ -95,6 +95,10 @@ class PollingPolicy:
 
 class LakeFSClient:
     """A thin, typed facade over the lakeFS endpoints used by GC (internals §1.11)."""
+
+    #: called after every API call (with its retries) as ``observer(operation, seconds, failed)``;
+    #: the service sets it to feed its latency and error metrics (driver-side calls only)
+    observer: ClassVar[Callable[[str, float, bool], None] | None] = None
 
     def __init__(
         self,
@@ -326,10 +330,16 @@ class LakeFSClient:
         retry_if: Callable[[BaseException], bool] = is_retryable,
     ) -> T:
         where = f"lakeFS {operation}" + (f" for repository {repository!r}" if repository else "")
+        started, failed = time.monotonic(), True
         try:
-            return self._retry.call(fn, describe=where, retry_if=retry_if)
+            result = self._retry.call(fn, describe=where, retry_if=retry_if)
+            failed = False
+            return result
         except _SDK_FAILURES as e:
             raise _translate(e, where, self._connection.endpoint) from e
+        finally:
+            if LakeFSClient.observer is not None:
+                LakeFSClient.observer(operation, time.monotonic() - started, failed)
 
 
 def _task_outcome(

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from lakefs_gc.inventory.delivery import Delivery, Flavour, InventoryError
 from lakefs_gc.inventory.discovery import discover, newer_unusable, newest_snapshot, open_destination
@@ -101,6 +101,15 @@ class InventorySource:
 
 
 CandidateSource = ListingSource | InventorySource
+
+
+class CandidateProvider(Protocol):
+    """What a mark needs of its candidate source: its report entry and the objects."""
+
+    @property
+    def summary(self) -> dict[str, Any]: ...
+
+    def candidates(self, spark: SparkSession, *, parallelism: int, say: Progress) -> Candidates: ...
 
 
 def candidate_source(

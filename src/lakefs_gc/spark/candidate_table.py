@@ -81,8 +81,15 @@ class IngestedDelivery:
 class CandidateTableSink:
     """The ``foreachBatch`` body recording inventory-source batches in a :class:`CandidateTable`."""
 
-    def __init__(self, table: CandidateTable, ingest_id: str, say: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        table: CandidateTable,
+        ingest_id: str,
+        say: Callable[[str], None],
+        on_deliveries: Callable[[list[IngestedDelivery]], None] | None = None,
+    ) -> None:
         self.table, self.ingest_id, self.say = table, ingest_id, say
+        self.on_deliveries = on_deliveries  # after each recorded batch (the service's metrics)
         self.committed: list[IngestedDelivery] = []  # what this process's batches recorded
 
     def parts_location(self) -> StorageLocation:
@@ -111,6 +118,8 @@ class CandidateTableSink:
         for delivery in deliveries:
             self.say(describe(delivery))
         self.committed.extend(deliveries)
+        if self.on_deliveries is not None:
+            self.on_deliveries(deliveries)
 
 
 def describe(delivery: IngestedDelivery) -> str:

@@ -17,7 +17,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.spark.candidate_table import CandidateTable, CandidateTableSink, IngestedDelivery
@@ -26,6 +26,7 @@ from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
 
 #: the delivery log's directory inside the checkpoint
 DELIVERY_LOG = "lakefs-gc-deliveries"
@@ -72,10 +73,26 @@ def ingest_available(
     say: Callable[[str], None],
 ) -> IngestResult:
     """Ingest every delivery available now; return the report of this run's batches."""
+    query, sink = start_ingest(spark, source, table, checkpoint, say=say, trigger={"availableNow": True})
+    query.awaitTermination()
+    return IngestResult(sink.committed)
+
+
+def start_ingest(
+    spark: SparkSession,
+    source: SourceConfig,
+    table: CandidateTable,
+    checkpoint: Path,
+    *,
+    say: Callable[[str], None],
+    trigger: dict[str, Any],
+    on_deliveries: Callable[[list[IngestedDelivery]], None] | None = None,
+) -> tuple[StreamingQuery, CandidateTableSink]:
+    """Start the inventory stream with ``trigger`` (``DataStreamWriter.trigger``'s keywords)."""
     if not source.routes:
         raise ConfigError("no repository namespace to ingest for: give at least one repository")
     checkpoint = checkpoint.resolve()
-    sink = CandidateTableSink(table, ingest_id(checkpoint), say)
+    sink = CandidateTableSink(table, ingest_id(checkpoint), say, on_deliveries)
     source = replace(source, log=delivery_log_location(checkpoint), parts=sink.parts_location())
     spark.dataSource.register(source_class(source))
     query = (
@@ -83,9 +100,8 @@ def ingest_available(
         .load()
         .writeStream.foreachBatch(sink)
         .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
+        .trigger(**trigger)
         .queryName("lakefs-gc-inventory-ingest")
         .start()
     )
-    query.awaitTermination()
-    return IngestResult(sink.committed)
+    return query, sink

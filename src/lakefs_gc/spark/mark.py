@@ -28,9 +28,10 @@ from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.reports import MarkSummary
 from lakefs_gc.lakefs.client import LakeFSClient, Repository
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedDumpError
-from lakefs_gc.spark.candidate_source import CandidateSource, candidate_source
+from lakefs_gc.spark.candidate_source import CandidateProvider, candidate_source
 from lakefs_gc.spark.candidates import classify, garbage
 from lakefs_gc.spark.failures import is_spark_failure, job_failure
+from lakefs_gc.spark.range_cache import RangeCache, committed_frames_cached
 from lakefs_gc.spark.references import committed_frames, dump_frame, read_active_commits
 from lakefs_gc.spark.reports import ReportDir, write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.sstable.catalog import epoch_ns
@@ -72,8 +73,16 @@ def mark_run(
     *,
     now: datetime | None = None,
     progress: Progress | None = None,
+    source: CandidateProvider | None = None,
+    range_cache: RangeCache | None = None,
 ) -> MarkResult:
-    """Mark the garbage of ``repository``; see the module docstring for the guarantees."""
+    """Mark the garbage of ``repository``; see the module docstring for the guarantees.
+
+    ``source``: where the candidates come from (the service's candidate set); default: a listing
+    of the namespace, or the inventory snapshot ``settings.gc.inventory`` names.
+    ``range_cache``: keep metarange and range contents there between marks, so that a mark reads
+    from lakeFS only those it has not seen (:mod:`lakefs_gc.spark.range_cache`).
+    """
     say = progress or _log.info
     start = now or datetime.now(timezone.utc)
     with LakeFSClient(settings.lakefs, source="mark") as client:
@@ -89,7 +98,7 @@ def mark_run(
             f"{repository}: cutoff {cutoff.time.isoformat()} ({cutoff.reason}); "
             f"namespace {repo.storage_namespace}"
         )
-        source = candidate_source(
+        source = source or candidate_source(
             repository,
             namespace,
             settings.storage,
@@ -98,7 +107,9 @@ def mark_run(
             now=start,
             say=say,
         )  # before the dump: a refused inventory leaves nothing behind
-        context = _MarkContext(spark, settings, client, repo, namespace, cutoff, source, start, say)
+        context = _MarkContext(
+            spark, settings, client, repo, namespace, cutoff, source, start, say, range_cache
+        )
         say(f"{repository}: asking lakeFS for the uncommitted dump")
         try:
             dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
@@ -137,9 +148,10 @@ class _MarkContext:
     repo: Repository
     namespace: StorageLocation
     cutoff: Cutoff
-    source: CandidateSource
+    source: CandidateProvider
     start: datetime
     say: Progress
+    range_cache: RangeCache | None = None
 
 
 class _MarkRun:
@@ -152,6 +164,7 @@ class _MarkRun:
         self.run_id, self.dump = run_id, dump
         self.report = ReportDir(c.namespace, run_id, c.settings.storage)
         self.start, self.say = c.start, c.say
+        self.range_cache = c.range_cache
         self.parallelism = c.settings.spark.parallelism or c.spark.sparkContext.defaultParallelism
         self.stats: dict[str, Any] = {"candidates": c.source.summary}
         self.first_slice = ""
@@ -187,16 +200,7 @@ class _MarkRun:
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
-        range_ids, committed = committed_frames(
-            self.spark,
-            connection=self.settings.lakefs,
-            repository=self.repo.id,
-            storage_namespace=self.repo.storage_namespace,
-            namespace=self.namespace,
-            options=self.settings.storage,
-            metarange_ids=metaranges,
-            parallelism=self.parallelism,
-        )
+        range_ids, committed = self._committed(metaranges)
         range_ids = self._persist(range_ids)
         self.say(
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
@@ -219,6 +223,23 @@ class _MarkRun:
         if marked != expected:
             raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
         return marked, marked_bytes
+
+    def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
+        """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""
+        s, repo = self.settings, self.repo
+        if self.range_cache is None:
+            return committed_frames(
+                self.spark, connection=s.lakefs, repository=repo.id, storage_namespace=repo.storage_namespace,
+                namespace=self.namespace, options=s.storage, metarange_ids=metaranges,
+                parallelism=self.parallelism,
+            )  # fmt: skip
+        range_ids, addresses, stats = committed_frames_cached(
+            self.spark, self.range_cache, connection=s.lakefs, repository=repo.id,
+            storage_namespace=repo.storage_namespace, namespace=self.namespace, options=s.storage,
+            metarange_ids=metaranges, parallelism=self.parallelism,
+        )  # fmt: skip
+        self.stats["range_cache"] = stats
+        return range_ids, addresses
 
     def _uncommitted(self, dump: UncommittedDump) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.settings.storage, parallelism=self.parallelism)

@@ -38,6 +38,7 @@ from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
 if TYPE_CHECKING:
+    import pyarrow.fs as pafs
     from pyspark.sql import DataFrame, SparkSession
 
 ADDRESS_SCHEMA = "address string"
@@ -99,10 +100,7 @@ class MetadataReader:
         with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
                 for metarange_id in batch.column("id").to_pylist():
-                    api_location = client.meta_range_location(self.repository, metarange_id)
-                    location = self._resolve(metarange_id, api_location)
-                    with open_sstable(fs, location, location.fs_path) as table:
-                        ids = list(range_ids_of_metarange(table))
+                    ids = self.read_metarange(client, fs, metarange_id)
                     if ids:
                         yield pa.RecordBatch.from_pydict({"id": ids})
 
@@ -111,16 +109,26 @@ class MetadataReader:
         with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
                 for range_id in batch.column("id").to_pylist():
-                    location = self._resolve(range_id, client.range_location(self.repository, range_id))
-                    with open_sstable(fs, location, location.fs_path) as table:
-                        pending: list[str] = []
-                        for address in committed_addresses_of_range(table, self.storage_namespace):
-                            pending.append(address)
-                            if len(pending) >= _BATCH:
-                                yield pa.RecordBatch.from_pydict({"address": pending})
-                                pending = []
-                        if pending:
+                    pending: list[str] = []
+                    for address in self.read_range(client, fs, range_id):
+                        pending.append(address)
+                        if len(pending) >= _BATCH:
                             yield pa.RecordBatch.from_pydict({"address": pending})
+                            pending = []
+                    if pending:
+                        yield pa.RecordBatch.from_pydict({"address": pending})
+
+    def read_metarange(self, client: LakeFSClient, fs: pafs.FileSystem, metarange_id: str) -> list[str]:
+        """The range ids of one metarange (one lakeFS call, one file read)."""
+        location = self._resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            return list(range_ids_of_metarange(table))
+
+    def read_range(self, client: LakeFSClient, fs: pafs.FileSystem, range_id: str) -> Iterator[str]:
+        """The normalised committed addresses of one range (one lakeFS call, one file read)."""
+        location = self._resolve(range_id, client.range_location(self.repository, range_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            yield from committed_addresses_of_range(table, self.storage_namespace)
 
     def _resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(

@@ -195,6 +195,20 @@ def confirmed(
     return resume
 
 
+def deleted_addresses(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame | None:
+    """The addresses ``swept/`` confirms deleted (column ``address``), None when there are none.
+
+    For the service's candidate set: what our own sweeps removed is not a candidate any more.
+    """
+    from pyspark.sql import functions as F
+
+    files = [p for p in part_files(report, SWEPT) if not is_failed_part(p)]
+    if not files:
+        return None
+    rows = _parts_frame(spark, report, files, parallelism, None)
+    return rows.filter(F.col("outcome") == "deleted").select("address")
+
+
 def _parts_frame(
     spark: SparkSession,
     report: ReportDir,

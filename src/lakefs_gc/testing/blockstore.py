@@ -8,10 +8,9 @@ the API are formatted as lakeFS formats them: the namespace URI joined with the 
 
 from __future__ import annotations
 
-import contextlib
 import posixpath
-from datetime import datetime
-from typing import Any
+from datetime import datetime, timezone
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
@@ -20,17 +19,22 @@ from lakefs_gc.storage.clients import azure_container_client, s3_client
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace, uri_scheme
 
+if TYPE_CHECKING:
+    from lakefs_gc.testing.notifications import Notifier
+
 
 class NamespaceStore:
     """Read/write access to the objects of one repository's storage namespace."""
 
-    def __init__(self, namespace: str, options: StorageOptions) -> None:
+    def __init__(self, namespace: str, options: StorageOptions, notifier: Notifier | None = None) -> None:
         self.namespace = namespace
         self.location: StorageLocation = parse_storage_namespace(namespace, local_root=options.local_root)
         self.options = options
         self.fs, base = filesystem_for(self.location, options)
         self.base = base.rstrip("/")
         self.is_local = self.location.kind == "local"
+        #: told about every write and delete, as the cloud's notifications would be (None: silent)
+        self.notifier = notifier if notifier is not None and notifier.handles(self.location.kind) else None
 
     @property
     def kind(self) -> str:
@@ -56,6 +60,8 @@ class NamespaceStore:
                 out.write(data)
         except OSError as e:
             raise StorageError(f"cannot write {self.qualified(key)}: {e}") from e
+        if self.notifier is not None:
+            self._notify_created(key)
 
     def get(self, key: str) -> bytes | None:
         try:
@@ -85,16 +91,37 @@ class NamespaceStore:
         """
         self.path(key)  # validates the key
         object_key = self.location.join(key).key
+        deleted = True
         if self.kind == "s3":
             self._s3().delete_object(Bucket=self.location.container, Key=object_key)
         elif self.kind == "azure":
             from azure.core.exceptions import ResourceNotFoundError
 
-            with contextlib.suppress(ResourceNotFoundError):
+            try:
                 self._azure().delete_blob(object_key, delete_snapshots="include")
+            except ResourceNotFoundError:
+                deleted = False
         else:
-            with contextlib.suppress(FileNotFoundError):
+            try:
                 self.fs.delete_file(self.path(key))
+            except FileNotFoundError:
+                deleted = False
+        if self.notifier is not None and deleted:  # Azure and files notify nothing for a 404
+            self.notifier.object_deleted(self.location.join(key), time=datetime.now(timezone.utc))
+
+    def _notify_created(self, key: str) -> None:
+        """Notify with the store's own size, last-modified time and (Azure) ETag of the new object."""
+        assert self.notifier is not None
+        location = self.location.join(key)
+        if self.kind == "azure":
+            props = self._azure().get_blob_client(location.key).get_blob_properties()
+            size, modified, etag = int(props.size), props.last_modified, props.etag
+        else:
+            info = self.info(key)
+            if info is None:
+                raise StorageError(f"{self.qualified(key)} vanished right after it was written")
+            (size, modified), etag = info, None
+        self.notifier.object_created(location, size=size, time=modified, etag=etag)
 
     def _s3(self) -> Any:
         return s3_client(self.options.s3)

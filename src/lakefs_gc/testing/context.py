@@ -6,12 +6,16 @@ import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
+from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import GcError
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.store import Store
 from lakefs_gc.testing.trees import RangeSplit, TreeStore
+
+if TYPE_CHECKING:
+    from lakefs_gc.testing.notifications import Notifier
 
 
 class ApiError(GcError):
@@ -75,6 +79,9 @@ class ServerSettings:
     #: enabled blockstores by id ("local", "s3", "azure"); several = lakeFS multi-storage, where
     #: repositories carry the id as storage_id
     blockstores: tuple[str, ...] = ("local",)
+    #: told about every object written or deleted, as the cloud's notifications would be; see
+    #: :mod:`lakefs_gc.testing.notifications` (S3 needs none: moto notifies SQS by itself)
+    notifications: Notifier | None = None
 
 
 class ServerContext:
@@ -97,7 +104,9 @@ class ServerContext:
         with self._lock:
             ns = self._namespaces.get(namespace)
             if ns is None:
-                ns = self._namespaces[namespace] = NamespaceStore(namespace, self.settings.storage)
+                ns = self._namespaces[namespace] = NamespaceStore(
+                    namespace, self.settings.storage, self.settings.notifications
+                )
             return ns
 
     def trees(self, namespace: str) -> TreeStore:

@@ -1,0 +1,195 @@
+"""``lakefs-gc serve``: the always-on GC service (see :mod:`lakefs_gc.service.app`).
+
+With ``--config`` (or repositories from the environment) it serves those; with neither it runs the
+embedded demo setting (:mod:`lakefs_gc.testing.serve_demo`), so ``lakefs-gc serve`` alone shows
+the service at work.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, settings_from_args
+from lakefs_gc.errors import ConfigError
+
+if TYPE_CHECKING:
+    from lakefs_gc.service.settings import ServiceSettings
+
+DESCRIPTION = """\
+Run the GC service: a Spark Structured Streaming application that keeps each repository's
+candidate set current (inventory deliveries + object notifications) and marks and sweeps on a
+schedule, with Prometheus metrics on /metrics and probes on /healthz and /readyz.
+
+Without --config and without repositories it runs an embedded demo: the lakeFS test server with
+the `demo` repository on a temporary local namespace, an inventory of it, and a local directory of
+object notifications as its queue. Stop it with Ctrl-C (or SIGTERM: running cycles finish first).
+"""
+
+EPILOG = (
+    """\
+service settings (the `service` section of --config; see the README for a complete file):
+  state               local directory for checkpoints, spools, tables, range cache, cycle records
+  interval / sweep_delay / sweep   per-repository schedule defaults (repositories: [{name, ...}])
+  inventory           inventory destination whose snapshots seed the candidate sets
+  events              named notification queues: {type: sqs|azure-queue|eventgrid|directory, ...}
+  metrics_port, tick, retry_delay, events_trigger, inventory_trigger, shutdown_timeout
+
+"""
+    + SETTINGS_EPILOG
+)
+
+
+def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    parser = commands.add_parser(
+        "serve",
+        help="run the GC service (streaming ingest, periodic mark and sweep, metrics)",
+        description=DESCRIPTION,
+        epilog=EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    service = parser.add_argument_group("service")
+    service.add_argument("--state", type=Path, metavar="DIR", help="service.state (default: from --config)")
+    service.add_argument("--metrics-port", type=int, metavar="PORT", help="default 9464; 0: any free port")
+    service.add_argument("--interval", metavar="DURATION", help="default time between a repository's marks")
+    service.add_argument("--sweep-delay", metavar="DURATION", help="wait between a mark and its sweep")
+    service.add_argument("--tick", metavar="DURATION", help="how often the schedulers look (default 1m)")
+    service.add_argument("--mark-only", action="store_true", help="never sweep (a dry run)")
+    service.add_argument(
+        "--cycles",
+        type=int,
+        metavar="N",
+        help="stop after every repository ran N GC cycles (default: run on)",
+    )
+    service.add_argument("--log-format", choices=("text", "json"), default="text", help="stderr log lines")
+    service.add_argument(
+        "--keep", type=Path, metavar="DIR", help="demo only: build the demo setting in DIR and keep it"
+    )
+    parser.add_argument(
+        "--repo", action="append", dest="repos", metavar="REPO", help="repository to serve (repeatable)"
+    )
+    add_settings_options(parser)
+    parser.set_defaults(handler=run_serve)
+
+
+def run_serve(args: argparse.Namespace) -> int:
+    from lakefs_gc.service.logs import configure_logging
+
+    configure_logging(args.log_format)
+    environ = dict(os.environ)
+    if args.config is None and not args.repos and not environ.get("LAKEFS_GC_REPOSITORIES"):
+        return _serve_demo(args)
+    if args.keep is not None:
+        raise ConfigError("--keep is for the embedded demo (serve without --config)")
+    return _serve(_settings(args, environ, {}), args)
+
+
+def _settings(args: argparse.Namespace, environ: dict[str, str], base: dict[str, Any]) -> ServiceSettings:
+    from lakefs_gc.service.settings import ServiceSettings
+
+    service = {
+        **base,
+        "state": str(args.state) if args.state else base.get("state"),
+        "metrics_port": args.metrics_port if args.metrics_port is not None else base.get("metrics_port"),
+        "interval": args.interval or base.get("interval"),
+        "sweep_delay": args.sweep_delay or base.get("sweep_delay"),
+        "tick": args.tick or base.get("tick"),
+        "sweep": False if args.mark_only else base.get("sweep"),
+    }
+    return settings_from_args(args, environ, service=service, model=ServiceSettings)
+
+
+def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:
+    from lakefs_gc.service.app import GcService
+    from lakefs_gc.spark.session import build_session
+
+    names = ", ".join(s.name for s in settings.schedules()) or "none"
+    progress(f"serving {names}; state in {settings.service.state}")
+    conf = dict(settings.spark.conf)
+    with tempfile.TemporaryDirectory(prefix="lakefs-gc-serve-log4j-") as tmp:
+        if quiet_spark:  # the demo: Spark's own warnings would bury the story
+            from lakefs_gc.cli.demo import QUIET_LOG4J2
+
+            log4j = Path(tmp) / "log4j2.properties"
+            log4j.write_text(QUIET_LOG4J2)
+            conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log4j.as_uri()}"
+        spark = build_session("lakefs-gc serve", environ=os.environ, master=settings.spark.master, conf=conf)
+    service = GcService(settings, spark)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(signum, lambda *_: service.request_stop())
+    try:
+        service.start()
+        progress(f"metrics on {service.status.url}/metrics; Ctrl-C or SIGTERM stops")
+        return service.wait(cycles=args.cycles)
+    finally:
+        service.stop()
+        spark.stop()
+
+
+def _serve_demo(args: argparse.Namespace) -> int:
+    import yaml
+
+    from lakefs_gc.testing.serve_demo import demo_setting
+
+    with _workdir(args.keep) as workdir:
+        progress(f"no --config: serving the embedded demo in {workdir}")
+        with demo_setting(workdir) as setting:
+            port = 9464 if args.metrics_port is None else args.metrics_port
+            config = workdir / "gc.yaml"  # the demo's settings as a config file, to read and reuse
+            body = setting.settings(metrics_port=_free_or_any(port), interval="2m", tick="5s")
+            config.write_text(yaml.safe_dump(body, sort_keys=False))
+            progress(
+                f"repository 'demo' (namespace {setting.scenario.namespace_dir}); notifications land "
+                f"in {setting.events_dir}; an inventory of it is in {setting.inventory_dir}; "
+                f"settings in {config}"
+            )
+            args.config = config
+            status = _serve(_settings(args, {}, {}), args, quiet_spark=True)
+            return _judge(setting.scenario, status)
+
+
+def _judge(scenario: Any, status: int) -> int:
+    """After the demo: did each object of the story meet its fate?"""
+    from lakefs_gc.testing.serve_demo import fates
+
+    deleted, problems = fates(scenario)
+    garbage = sum(o.expect_deleted for o in scenario.objects)
+    for problem in problems:
+        progress(f"demo check FAILED: {problem}")
+    if problems:
+        return status or 1
+    progress(f"demo check: {deleted} of {garbage} garbage objects deleted, "
+             f"all {len(scenario.objects) - garbage} that must survive intact")  # fmt: skip
+    return status
+
+
+def _free_or_any(port: int) -> int:
+    import socket
+
+    with socket.socket() as s:
+        try:
+            s.bind(("0.0.0.0", port))
+        except OSError:
+            return 0
+    return port
+
+
+@contextmanager
+def _workdir(keep: Path | None) -> Iterator[Path]:
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
+        yield keep.resolve()
+        return
+    with tempfile.TemporaryDirectory(prefix="lakefs-gc-serve-demo-") as tmp:
+        yield Path(tmp)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(run_serve(argparse.Namespace()))

@@ -1,0 +1,121 @@
+"""Azure Storage Queue: Event Grid blob events delivered to a queue (cloud-formats.md §4.4).
+
+Message content is read raw (no decode policy): Event Grid and the older SDKs store it
+base64-encoded, others as plain JSON, and :func:`lakefs_gc.events.parse.parse_message` accepts
+both. A Storage Queue has no long polling, so a receive that finds nothing polls until its wait
+is over.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+from lakefs_gc.events.queues.base import QueueError, QueueMessage
+from lakefs_gc.events.queues.config import QueueConfig
+
+#: messages per Get Messages request (the service's limit)
+MAX_RECEIVE = 32
+#: how often an empty queue is asked again while a receive waits
+POLL_S = 0.25
+#: the error codes of a receipt that can no longer delete its message (deleted, or received again)
+_STALE = frozenset({"MessageNotFound", "PopReceiptMismatch", "QueueNotFound"})
+
+
+class AzureStorageQueue:
+    """An Azure Storage Queue (or Azurite's); acknowledging deletes with the pop receipt."""
+
+    def __init__(self, config: QueueConfig) -> None:
+        self.description = config.describe()
+        self.visibility_timeout = config.visibility_timeout_seconds
+        self._client = _client(config)
+
+    def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
+        from azure.core.exceptions import AzureError
+
+        deadline = time.monotonic() + wait_seconds
+        count = max(1, min(MAX_RECEIVE, max_messages))
+        while True:
+            try:
+                pages = self._client.receive_messages(
+                    messages_per_page=count, max_messages=count, visibility_timeout=self.visibility_timeout
+                )
+                got = [_message(m) for m in pages]
+            except AzureError as e:
+                raise QueueError(f"{self.description}: cannot receive: {e}") from e
+            left = deadline - time.monotonic()
+            if got or left <= 0:
+                return got
+            time.sleep(min(POLL_S, left))
+
+    def acknowledge(self, receipts: Sequence[str]) -> list[str]:
+        from azure.core.exceptions import AzureError, HttpResponseError
+
+        failed: list[str] = []
+        for receipt in receipts:
+            try:
+                message_id, pop_receipt = json.loads(receipt)
+            except (ValueError, TypeError):
+                failed.append(receipt)  # not one of ours: nothing to delete
+                continue
+            try:
+                self._client.delete_message(message_id, pop_receipt)
+            except HttpResponseError as e:
+                if e.status_code == 404 or getattr(e, "error_code", None) in _STALE:
+                    failed.append(receipt)
+                    continue
+                raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
+            except AzureError as e:
+                raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
+        return failed
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def receipt_of(message_id: str, pop_receipt: str) -> str:
+    """A message's id and pop receipt in one string (both are needed to delete it)."""
+    return json.dumps([message_id, pop_receipt])
+
+
+def _message(message: Any) -> QueueMessage:
+    content = message.content
+    body = content.decode("utf-8") if isinstance(content, bytes) else str(content or "")
+    return QueueMessage(message.id, body, receipt_of(message.id, message.pop_receipt), message.inserted_on)
+
+
+def _client(config: QueueConfig) -> Any:
+    from azure.storage.queue import QueueClient
+
+    assert config.queue_name is not None  # QueueConfig requires it
+    try:
+        if config.connection_string is not None:
+            return QueueClient.from_connection_string(
+                config.connection_string.get_secret_value(), config.queue_name
+            )
+        assert config.endpoint_url is not None  # QueueConfig requires one of them
+        return QueueClient(config.endpoint_url, config.queue_name, credential=_credential(config))
+    except ValueError as e:  # never quotes the connection string
+        raise QueueError(f"{config.describe()}: cannot configure Azure queue access: {e}") from e
+
+
+def _credential(config: QueueConfig) -> Any:
+    if config.account_key is not None:
+        account = config.account_name or _account_of(config.endpoint_url or "")
+        return {"account_name": account, "account_key": config.account_key.get_secret_value()}
+    if config.sas_token is not None:
+        return config.sas_token.get_secret_value()
+    return None
+
+
+def _account_of(url: str) -> str:
+    """The account of ``https://<account>.queue.core.windows.net`` or path-style
+    ``http://127.0.0.1:10001/<account>`` (Azurite)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if ".queue." in host:
+        return host.split(".", 1)[0]
+    return parts.path.strip("/").split("/", 1)[0]

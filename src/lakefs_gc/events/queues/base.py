@@ -1,0 +1,68 @@
+"""The queue port: receive messages, acknowledge them once their batch is committed.
+
+Every notification service we read (SQS, Azure Storage Queue, Event Grid namespace pull
+delivery, the demo's directory) delivers at least once and hides a received message for a while
+(visibility timeout, lock). The streaming source spools what it receives before Spark logs a
+batch and acknowledges only after the batch is committed (cloud-formats.md §5.4), so the port
+needs just three operations; everything cloud-specific stays in the adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from lakefs_gc.errors import StorageError
+
+
+class QueueError(StorageError):
+    """A queue could not be read or written (unreachable, refused, misconfigured).
+
+    Always names the queue (:attr:`EventQueue.description`). Receipts that are merely expired or
+    unknown are not errors: :meth:`EventQueue.acknowledge` returns them.
+    """
+
+
+@dataclass(frozen=True)
+class QueueMessage:
+    """One received message.
+
+    ``receipt`` is whatever :meth:`EventQueue.acknowledge` needs to delete this delivery of the
+    message (an SQS receipt handle, an Azure id and pop receipt, an Event Grid lock token, a
+    file name); it changes with every delivery. ``sent_time`` is when the queue accepted the
+    message, if it says (an ``availableNow`` run stops at messages sent after it started).
+    """
+
+    id: str
+    body: str
+    receipt: str
+    sent_time: datetime | None = None
+
+
+class EventQueue(Protocol):
+    """A notification queue, as the streaming source drains it (on the Spark driver only)."""
+
+    #: names the queue in errors and logs, never a secret
+    description: str
+
+    def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
+        """Up to ``max_messages`` messages (fewer is normal), waiting at most about ``wait_seconds``
+        for the first one; ``[]`` when the queue is empty. Raises :class:`QueueError`."""
+        ...
+
+    def acknowledge(self, receipts: Sequence[str]) -> list[str]:
+        """Delete the deliveries ``receipts`` name; return those that could not be (expired or
+        unknown receipts: the message will come again and be deduplicated). Raises
+        :class:`QueueError` only when the queue itself cannot be reached."""
+        ...
+
+    def close(self) -> None:
+        """Release the client's connections."""
+        ...
+
+
+def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
+    """``items`` in slices of at most ``size`` (the services' batch limits)."""
+    return [items[i : i + size] for i in range(0, len(items), size)]

@@ -1,0 +1,222 @@
+"""The service process: every streaming query of ``lakefs-gc serve`` in one Spark application.
+
+Queries (each with its checkpoint under ``service.state``):
+
+* ``lakefs-gc-inventory-ingest``: new inventory deliveries into the candidate table
+  (:mod:`lakefs_gc.spark.ingest`), when ``service.inventory`` is set;
+* ``lakefs-gc-events-<name>``: one per notification queue, drained into the event table
+  (:mod:`lakefs_gc.spark.event_source`, :mod:`lakefs_gc.spark.event_table`);
+* ``lakefs-gc-gc-<repository>``: one per repository, its periodic mark and sweep
+  (:mod:`lakefs_gc.service.cycle`).
+
+A query that dies makes ``/healthz`` fail and the service exit non-zero (an orchestrator restarts
+it; the checkpoints make the restart continue). SIGTERM is graceful: ``/readyz`` turns 503, no new
+cycle starts, running cycles get ``service.shutdown_timeout`` to finish, then the queries stop.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc.errors import ConfigError
+from lakefs_gc.inventory.mapping import NamespaceRoute
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.service.candidates import CandidateSets
+from lakefs_gc.service.cycle import CyclePorts, GcCycle
+from lakefs_gc.service.http import StatusServer
+from lakefs_gc.service.metrics import Metrics
+from lakefs_gc.service.records import CycleRecords
+from lakefs_gc.service.streams import EventStreams, clear_interrupted_writes, inventory_stream
+from lakefs_gc.spark.candidate_table import CandidateTable
+from lakefs_gc.spark.mark import mark_run
+from lakefs_gc.spark.range_cache import RangeCache
+from lakefs_gc.spark.sweep import sweep_run
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from lakefs_gc.service.settings import RepositorySchedule, ServiceSettings
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class _Repository:
+    schedule: RepositorySchedule
+    namespace: StorageLocation
+    cycle: GcCycle | None = None
+
+
+@dataclass
+class _State:
+    started: bool = False
+    stopping: bool = False
+    failed: dict[str, str] = field(default_factory=dict)  # query name -> error
+
+
+class GcService:
+    """Start with :meth:`start`, then :meth:`wait`; :meth:`request_stop` (e.g. from SIGTERM) ends it."""
+
+    def __init__(
+        self, settings: ServiceSettings, spark: SparkSession, *, metrics: Metrics | None = None
+    ) -> None:
+        if settings.service.state is None:
+            raise ConfigError("service.state is required: a local directory for checkpoints and state")
+        self.settings, self.spark = settings, spark
+        self.state_dir: Path = settings.service.state.resolve()
+        self.metrics = metrics or Metrics()
+        self.queries: list[StreamingQuery] = []
+        self.repositories: dict[str, _Repository] = {}
+        self.state = _State()
+        self.stop_requested = threading.Event()
+        self.stopping = threading.Event()  # cycles check it before starting work
+        svc = settings.service
+        self.status = StatusServer(
+            self.metrics, host=svc.metrics_host, port=svc.metrics_port, health=self._health, ready=self._ready
+        )
+
+    # ---- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        self.status.start()
+        _log.info("metrics, health and readiness on %s/metrics, /healthz, /readyz", self.status.url)
+        LakeFSClient.observer = self.metrics.observe_lakefs_call
+        self._resolve_repositories()
+        table = self._start_inventory()
+        events = self._start_events()
+        candidate_sets = CandidateSets(self.settings.storage, table, events.events_of if events else None)
+        for repo in self.repositories.values():
+            self._start_cycle(repo, candidate_sets)
+        self.state.started = True
+        _log.info("serving %d repositories with %d queries", len(self.repositories), len(self.queries))
+
+    def wait(self, poll: float = 1.0, *, cycles: int | None = None) -> int:
+        """Until a stop is requested, or every repository attempted ``cycles`` marks (0), or a query
+        dies (1)."""
+        for repo in self.repositories.values():
+            if repo.cycle is not None:  # else a next mark may start before the poll sees the count
+                repo.cycle.max_attempts = cycles
+        while not self.stop_requested.wait(poll):
+            if cycles is not None and all(
+                r.cycle is not None and r.cycle.attempts >= cycles for r in self.repositories.values()
+            ):
+                _log.info("every repository ran %d GC cycle(s): stopping", cycles)
+                break
+            for query in self.queries:
+                error = query.exception()
+                if error is not None or not query.isActive:
+                    self._query_died(query, error)
+                    self.stop()
+                    return 1
+        self.stop()
+        return 0
+
+    def request_stop(self) -> None:
+        self.stop_requested.set()
+
+    def stop(self) -> None:
+        if self.state.stopping:
+            return
+        self.state.stopping = True
+        self.stopping.set()
+        deadline = time.monotonic() + self.settings.service.shutdown_timeout.total_seconds()
+        for repo in self.repositories.values():
+            if repo.cycle is not None and repo.cycle.busy.locked():
+                _log.info("%s: waiting for the running GC cycle to finish", repo.schedule.name)
+                if repo.cycle.busy.acquire(timeout=max(0.0, deadline - time.monotonic())):
+                    repo.cycle.busy.release()
+        for query in self.queries:
+            try:
+                query.stop()
+            except Exception as e:  # stopping the others matters more
+                _log.warning("stopping query %s: %s", query.name, e)
+        self.status.stop()
+        LakeFSClient.observer = None
+        _log.info("stopped")
+
+    # ---- queries --------------------------------------------------------------------------------
+
+    def _resolve_repositories(self) -> None:
+        schedules = self.settings.schedules()
+        if not schedules:
+            raise ConfigError("no repository to serve: list them under repositories or service.repositories")
+        with LakeFSClient(self.settings.lakefs, source="serve") as client:
+            for schedule in schedules:
+                repo = client.get_repository(schedule.name)
+                local_root = self.settings.storage.local_root
+                namespace = parse_storage_namespace(repo.storage_namespace, local_root=local_root)
+                self.repositories[schedule.name] = _Repository(schedule, namespace)
+
+    def _routes(self) -> tuple[NamespaceRoute, ...]:
+        return tuple(NamespaceRoute.of(name, r.namespace) for name, r in self.repositories.items())
+
+    def _start_inventory(self) -> CandidateTable | None:
+        if self.settings.service.inventory is None:
+            return None
+        query, table = inventory_stream(
+            self.spark, self.settings, self._routes(), self.state_dir / "inventory", self.metrics
+        )
+        self.queries.append(query)
+        return table
+
+    def _start_events(self) -> EventStreams | None:
+        if not self.settings.service.events:
+            return None
+        namespaces = {name: r.namespace for name, r in self.repositories.items()}
+        streams = EventStreams(self.settings, namespaces, self.state_dir / "events", self.metrics)
+        self.queries.extend(streams.start(self.spark))
+        return streams
+
+    def _start_cycle(self, repo: _Repository, candidate_sets: CandidateSets) -> None:
+        name = repo.schedule.name
+        base = self.state_dir / "cycles" / name
+        records = CycleRecords(base / "batches")
+        cache = RangeCache.for_repository(self.state_dir, name)
+        spark, settings = self.spark, self.settings
+
+        def mark(repository: str) -> Any:
+            source = candidate_sets.source(repository, repo.namespace, records)
+            return mark_run(spark, settings, repository, source=source, range_cache=cache, progress=_log.info)
+
+        def sweep(repository: str, mark_id: str) -> Any:
+            return sweep_run(spark, settings, repository, mark_id, progress=_log.info)
+
+        ports = CyclePorts(mark, sweep)
+        svc = settings.service
+        repo.cycle = GcCycle(
+            repo.schedule, records, ports, self.metrics, retry_delay=svc.retry_delay, stopping=self.stopping
+        )
+        query = (
+            spark.readStream.format("rate-micro-batch")
+            .option("rowsPerBatch", 1)
+            .load()
+            .writeStream.foreachBatch(repo.cycle)
+            .option("checkpointLocation", str(clear_interrupted_writes(base / "checkpoint")))
+            .trigger(processingTime=f"{max(1, int(svc.tick.total_seconds()))} seconds")
+            .queryName(f"lakefs-gc-gc-{name}")
+            .start()
+        )
+        self.queries.append(query)
+
+    def _query_died(self, query: StreamingQuery, error: Any) -> None:
+        message = str(error) if error is not None else "stopped"
+        self.state.failed[str(query.name)] = message
+        self.metrics.stream_failures.labels(str(query.name)).inc()
+        _log.error("query %s died: %s", query.name, message)
+
+    # ---- probes ---------------------------------------------------------------------------------
+
+    def _health(self) -> tuple[bool, dict[str, Any]]:
+        return (not self.state.failed, {"failed_queries": self.state.failed})
+
+    def _ready(self) -> tuple[bool, dict[str, Any]]:
+        ok = self.state.started and not self.state.stopping and not self.state.failed
+        cycles = [r.cycle.status() for r in self.repositories.values() if r.cycle is not None]
+        return (ok, {"started": self.state.started, "stopping": self.state.stopping, "repositories": cycles})

@@ -1,0 +1,146 @@
+"""The service's settings: the batch settings plus a ``service`` section.
+
+```yaml
+lakefs: {endpoint: ..., access_key_id: ..., secret_access_key: ...}
+storage: {...}            # as for the batch commands
+gc: {min_age: 24h, ...}   # the safety settings every cycle's mark and sweep use
+service:
+  state: /var/lib/lakefs-gc
+  metrics_port: 9464
+  interval: 6h            # default for each repository
+  inventory: s3://inventory-bucket/prefix
+  events:
+    s3-notifications: {type: sqs, queue_url: https://sqs.us-east-1.amazonaws.com/1234/gc-events}
+  repositories:
+    - {name: my-repo, interval: 1h, sweep_delay: 2h}
+```
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from lakefs_gc.durations import parse_duration
+from lakefs_gc.events.queues.config import QueueConfig
+from lakefs_gc.settings import GcSettings
+
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
+_DURATIONS = ("interval", "sweep_delay", "tick", "events_trigger", "inventory_trigger", "retry_delay",
+              "shutdown_timeout")  # fmt: skip
+
+
+class _Durations(BaseModel):
+    @field_validator(*_DURATIONS, mode="before", check_fields=False)
+    @classmethod
+    def _duration(cls, value: Any) -> Any:
+        return parse_duration(value) if isinstance(value, str) else value
+
+
+class RepositorySchedule(_Durations):
+    """One repository the service collects, and when (unset fields: the service's defaults)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    interval: timedelta | None = Field(default=None, description="Time between the starts of two marks.")
+    sweep_delay: timedelta | None = Field(
+        default=None,
+        description="How long a mark waits before its sweep (time to look at the report).",
+    )
+    sweep: bool | None = Field(default=None, description="False: mark only, never delete.")
+
+
+class ServiceOptions(_Durations):
+    """How the service runs (the ``service`` section)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    state: Path | None = Field(
+        default=None,
+        description="A local (or mounted) directory for everything the service must find again after a "
+        "restart: Spark checkpoints, the event spools, the event and candidate tables, the range cache "
+        "and the cycle records. Losing it loses no data, only work: events not yet in an inventory "
+        "(their objects are collected after the next snapshot) and the range cache. Required.",
+    )
+    metrics_host: str = Field(default="0.0.0.0", description="Where /metrics, /healthz and /readyz listen.")
+    metrics_port: int = Field(default=9464, ge=0, le=65535, description="0: any free port (printed).")
+    interval: timedelta = Field(
+        default=timedelta(hours=6),
+        description="Default time between the starts of a repository's marks. A mark reads only ranges "
+        "it has not cached, so short intervals cost little lakeFS work; each still asks lakeFS for an "
+        "uncommitted dump and the active commits.",
+    )
+    sweep_delay: timedelta = Field(
+        default=timedelta(0),
+        description="Default wait between a mark and its sweep, so people can look at a mark (and stop "
+        "the service) before anything is deleted. The sweep revalidates against lakeFS either way.",
+    )
+    sweep: bool = Field(default=True, description="False: every repository is marked only (a dry run).")
+    tick: timedelta = Field(
+        default=timedelta(minutes=1),
+        description="How often each repository's scheduler (a processing-time trigger) checks whether a "
+        "mark or a sweep is due. Bounds how late they start; costs nothing when nothing is due.",
+    )
+    retry_delay: timedelta = Field(
+        default=timedelta(minutes=10),
+        description="After a failed mark, how long until the next attempt (instead of the interval).",
+    )
+    events: dict[str, QueueConfig] = Field(
+        default_factory=dict,
+        description="Notification queues by name (the name labels metrics and names the spool).",
+    )
+    events_trigger: timedelta = Field(
+        default=timedelta(seconds=10), description="How often the event sources drain their queues."
+    )
+    max_messages_per_batch: int = Field(default=10_000, ge=1, description="Per event micro-batch.")
+    inventory: str | None = Field(
+        default=None,
+        description="Inventory destination whose deliveries become the candidate sets' snapshots "
+        "(as gc.inventory for the batch mark). None: each cycle lists the namespace instead.",
+    )
+    inventory_trigger: timedelta = Field(
+        default=timedelta(minutes=5), description="How often new inventory deliveries are looked for."
+    )
+    shutdown_timeout: timedelta = Field(
+        default=timedelta(minutes=5),
+        description="On SIGTERM, how long running cycles may take to finish before the queries are "
+        "stopped anyway (a stopped sweep resumes where it was after the restart).",
+    )
+    repositories: tuple[RepositorySchedule, ...] = Field(
+        default=(), description="Repositories with their own schedule; the top-level list adds more."
+    )
+
+    @field_validator("events")
+    @classmethod
+    def _names(cls, value: dict[str, QueueConfig]) -> dict[str, QueueConfig]:
+        for name in value:
+            if not _NAME.match(name):
+                raise ValueError(f"event source name {name!r}: use letters, digits, '.', '_' and '-'")
+        return value
+
+
+class ServiceSettings(GcSettings):
+    """Everything ``lakefs-gc serve`` needs, validated."""
+
+    service: ServiceOptions = ServiceOptions()
+
+    def schedules(self) -> tuple[RepositorySchedule, ...]:
+        """Every repository with its effective schedule (service defaults filled in)."""
+        named = {s.name: s for s in self.service.repositories}
+        for name in self.repositories:
+            named.setdefault(name, RepositorySchedule(name=name))
+        svc = self.service
+        return tuple(
+            RepositorySchedule(
+                name=s.name,
+                interval=s.interval or svc.interval,
+                sweep_delay=svc.sweep_delay if s.sweep_delay is None else s.sweep_delay,
+                sweep=svc.sweep if s.sweep is None else s.sweep,
+            )
+            for s in named.values()
+        )

@@ -1,0 +1,144 @@
+"""The service's ingest queries: inventory deliveries and notification queues, with their metrics.
+
+Thin wiring of :mod:`lakefs_gc.spark.ingest` and :mod:`lakefs_gc.spark.event_table` to the
+service's state directory and its :class:`~lakefs_gc.service.metrics.Metrics`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakefs_gc.inventory.mapping import NamespaceRoute
+from lakefs_gc.service.metrics import Metrics
+from lakefs_gc.spark.candidate_table import CandidateTable, IngestedDelivery
+from lakefs_gc.spark.event_source import EventRoute, EventSourceConfig
+from lakefs_gc.spark.event_table import BatchCounts, EventTable, events_frame, run_event_stream
+from lakefs_gc.spark.ingest import start_ingest
+from lakefs_gc.spark.inventory_source import SourceConfig
+from lakefs_gc.storage.locations import StorageLocation, parse_location
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+    from pyspark.sql.streaming.query import StreamingQuery
+
+    from lakefs_gc.service.settings import ServiceSettings
+
+_log = logging.getLogger(__name__)
+
+
+def _local(path: Path) -> StorageLocation:
+    return StorageLocation("local", "", str(path))
+
+
+def _every(seconds: float) -> dict[str, str]:
+    return {"processingTime": f"{max(1, int(seconds))} seconds"}
+
+
+def clear_interrupted_writes(checkpoint: Path) -> Path:
+    """Delete what a killed process left of Spark's atomic checkpoint writes; returns ``checkpoint``.
+
+    Spark writes each offset and commit log entry to a hidden ``.<batch>.<uuid>.tmp`` and renames
+    it. Killed in between, the temp file stays; in a checkpoint without a logged batch yet, Spark
+    then refuses to start (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``), and the query could
+    never run again. The rename never happened: the file is not part of the checkpoint.
+    """
+    for log in ("offsets", "commits"):
+        directory = checkpoint / log
+        if directory.is_dir():
+            for path in directory.iterdir():
+                if path.name.startswith(".") and path.name.endswith((".tmp", ".tmp.crc")):
+                    path.unlink(missing_ok=True)
+    return checkpoint
+
+
+def inventory_stream(
+    spark: SparkSession,
+    settings: ServiceSettings,
+    routes: tuple[NamespaceRoute, ...],
+    directory: Path,
+    metrics: Metrics,
+) -> tuple[StreamingQuery, CandidateTable]:
+    """Start the inventory ingest into ``<directory>/table`` (checkpoint ``<directory>/checkpoint``)."""
+    svc = settings.service
+    assert svc.inventory is not None
+    table = CandidateTable(_local(directory / "table"), settings.storage)
+    source = SourceConfig(destination=parse_location(svc.inventory), storage=settings.storage, routes=routes)
+
+    def count(deliveries: list[IngestedDelivery]) -> None:
+        for delivery in deliveries:
+            metrics.inventory_deliveries.labels(delivery.status).inc()
+
+    query, _ = start_ingest(
+        spark,
+        source,
+        table,
+        clear_interrupted_writes(directory / "checkpoint"),
+        say=_log.info,
+        trigger=_every(svc.inventory_trigger.total_seconds()),
+        on_deliveries=count,
+    )
+    return query, table
+
+
+@dataclass
+class EventStreams:
+    """One query per configured queue, all into one event table (``<directory>/table``)."""
+
+    settings: ServiceSettings
+    namespaces: dict[str, StorageLocation]  # repository -> its storage namespace
+    directory: Path
+    metrics: Metrics
+    table: EventTable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.table = EventTable(_local(self.directory / "table"), self.settings.storage)
+
+    def start(self, spark: SparkSession) -> list[StreamingQuery]:
+        svc = self.settings.service
+        queries = []
+        for name, queue in svc.events.items():
+            config = EventSourceConfig(
+                name=f"lakefs-gc-events-{name}",
+                queue=queue,
+                routes=tuple(EventRoute.of(repo, ns) for repo, ns in self.namespaces.items()),
+                spool=str(self.directory / name / "spool"),
+                max_messages_per_batch=svc.max_messages_per_batch,
+            )
+            _log.info("event source %s: %s", name, queue.describe())
+            query = run_event_stream(
+                spark,
+                config,
+                self.table,
+                clear_interrupted_writes(self.directory / name / "checkpoint"),
+                trigger=_every(svc.events_trigger.total_seconds()),
+                on_batch=partial(self.count, name),
+            )
+            queries.append(query)
+        return queries
+
+    def count(self, source: str, counts: BatchCounts) -> None:
+        m = self.metrics
+        m.events_received.labels(source).inc(counts.received)
+        m.events_deduplicated.labels(source).inc(counts.deduplicated)
+        m.events_dead_lettered.labels(source).inc(counts.dead_lettered)
+        m.events_skipped.labels(source).inc(counts.skipped)
+        m.events_unrouted.labels(source).inc(counts.unrouted)
+        for repository, n in counts.repositories.items():
+            m.events_ingested.labels(source, repository).inc(n)
+        if counts.oldest_event_time is not None:
+            lag = datetime.now(timezone.utc) - counts.oldest_event_time
+            m.ingest_lag.labels(source).set(max(0.0, lag.total_seconds()))
+        _log.info(
+            "events %s batch %d: %d messages, %d events, %d duplicates, %d skipped, %d dead-lettered, "
+            "%d unrouted",
+            source, counts.batch_id, counts.received, counts.events, counts.deduplicated,
+            counts.skipped, counts.dead_lettered, counts.unrouted,
+        )  # fmt: skip
+
+    def events_of(self, spark: SparkSession, parallelism: int, repository: str) -> DataFrame:
+        return events_frame(spark, self.table, [repository], parallelism=parallelism)

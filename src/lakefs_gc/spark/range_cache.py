@@ -1,0 +1,574 @@
+"""A cache of metarange and range contents by id, so that periodic marks read only what is new.
+
+lakeFS names metaranges and ranges by the hash of their contents (internals §1.6): what a
+metarange or a range holds never changes (:mod:`lakefs_gc.spark.revalidate` relies on the same).
+A service marking a repository every few minutes therefore keeps, between cycles, the range ids of
+each metarange and the normalised addresses of each range; a cycle then asks lakeFS only for the
+metaranges and ranges its new commits brought. The rest is read from local parquet on the
+executors: no lakeFS call, no SSTable parsing.
+
+Layout, in a directory the service owns (``<state>/range-cache/<repository>/``), which every
+executor must see (local mode, or a shared mount)::
+
+    metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
+    ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
+    _gen/<gen:08d>.json                            the generation record: every part in use
+
+A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the
+new ranges into new parts (each new range is read from lakeFS once), then the driver writes the
+next generation's record; the frames it returns read only parts that record lists. Ranges are
+spread over buckets (crc32 of the id, computed by Spark), so that a task finds the cached ranges
+of its own buckets without a join over every cached address, and addresses never pass through
+the driver. Executor tasks write their own parts (fresh names per attempt) and return a status
+row; the record (tmp + rename) is written only after the job succeeded, and only the newest
+record is used. Parts it does not list (a killed cycle, an attempt that lost, a rewrite's
+leftovers) are deleted when the next cycle opens the cache.
+
+Use::
+
+    cache = RangeCache.for_repository(state_dir, repository)
+    result = mark_run(spark, settings, repository, range_cache=cache)
+    result.summary["range_cache"]  # metaranges_cached/_read, ranges_cached/_read/_evicted, generation
+
+Fail closed (invariant 4): a record that cannot be read, a listed part that is missing,
+unreadable or holds another number of rows than recorded, and an id that the cache should hold
+but does not, all raise :class:`RangeCacheError` naming the file; never "nothing referenced".
+Deleting the directory between cycles is always safe: the next cycle rebuilds it.
+
+One cycle at a time per directory: a concurrent cycle's clean-up may delete parts another is
+reading; that one then fails (closed), it never marks wrongly.
+
+Bounded growth: a bucket is rewritten to the ranges the cycle needs when more than half of the
+ranges it holds are not needed any more, or when it has grown to ``MAX_BUCKET_PARTS`` parts;
+a bucket no needed range falls in is dropped. The metarange level likewise (parts holding no
+needed metarange are dropped; the rest is rewritten past half unneeded or ``MAX_METARANGE_PARTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakefs_gc.errors import ConfigError, GcError
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.references import ADDRESS_SCHEMA, RANGE_READER_SOURCE, MetadataReader
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.locations import StorageLocation
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_log = logging.getLogger(__name__)
+
+FORMAT = 1
+DEFAULT_BUCKETS = 256
+#: a bucket or the metarange level is rewritten to what a cycle needs past this fraction unneeded
+EVICT_FRACTION = 0.5
+MAX_BUCKET_PARTS = 8
+MAX_METARANGE_PARTS = 64
+META_DIR, RANGE_DIR, GEN_DIR = "metaranges", "ranges", "_gen"
+META_SCHEMA = pa.schema([("metarange_id", pa.string()), ("range_id", pa.string())])
+RANGE_SCHEMA = pa.schema([("range_id", pa.string()), ("address", pa.string())])
+_META_STATUS = "file string, rows long, ids array<string>, read long"
+_RANGE_STATUS = (
+    "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long"
+)
+_RANGE_STATUS_ARROW = pa.schema([
+    ("bucket", pa.int32()), ("needed", pa.int64()), ("read", pa.int64()), ("held", pa.int64()),
+    ("replaced", pa.bool_()), ("file", pa.string()), ("rows", pa.int64()), ("ranges", pa.int64()),
+])  # fmt: skip
+_BATCH = 65_536
+
+
+class RangeCacheError(GcError):
+    """The range cache cannot answer safely; the mark must fail (delete the cache to rebuild it)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One parquet file of the cache: its path under the root, its rows, and what it holds."""
+
+    file: str
+    rows: int
+    ids: tuple[str, ...] = ()  # metarange parts: the metarange ids it holds
+    ranges: int = 0  # range parts: how many range ids it holds
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one record lists; ``number`` 0 with no parts is the empty cache."""
+
+    number: int
+    repository: str
+    storage_namespace: str
+    buckets: int
+    metaranges: tuple[Part, ...] = ()
+    ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+
+    def files(self) -> set[str]:
+        return {p.file for p in self.metaranges} | {p.file for ps in self.ranges.values() for p in ps}
+
+    def to_json(self) -> str:
+        body = {
+            "format": FORMAT, "generation": self.number, "repository": self.repository,
+            "storage_namespace": self.storage_namespace, "buckets": self.buckets,
+            "metaranges": [{"file": p.file, "rows": p.rows, "ids": list(p.ids)} for p in self.metaranges],
+            "ranges": {
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges} for p in ps]
+                for b, ps in sorted(self.ranges.items())
+            },
+        }  # fmt: skip
+        return json.dumps(body, indent=1)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Generation:
+        metaranges = tuple(Part(m["file"], int(m["rows"]), ids=tuple(m["ids"])) for m in body["metaranges"])
+        ranges = {
+            int(b): tuple(Part(p["file"], int(p["rows"]), ranges=int(p["ranges"])) for p in ps)
+            for b, ps in body["ranges"].items()
+        }
+        return cls(
+            int(body["generation"]), str(body["repository"]), str(body["storage_namespace"]),
+            int(body["buckets"]), metaranges, ranges,
+        )  # fmt: skip
+
+
+class RangeCache:
+    """The cache directory of one repository (see the module docstring)."""
+
+    def __init__(self, root: Path | str, *, buckets: int = DEFAULT_BUCKETS) -> None:
+        if buckets < 1:
+            raise ConfigError(f"a range cache needs at least one bucket, not {buckets}")
+        self.root = Path(root)
+        self.buckets = buckets  # for a new cache; an existing one keeps its own
+
+    @classmethod
+    def for_repository(
+        cls, state_dir: Path | str, repository: str, *, buckets: int = DEFAULT_BUCKETS
+    ) -> RangeCache:
+        return cls(Path(state_dir) / "range-cache" / repository, buckets=buckets)
+
+    def hint(self) -> str:
+        return f"delete the range cache directory {self.root} to rebuild it"
+
+    def store(self) -> _Store:
+        return _Store(str(self.root), self.hint())
+
+    def open(self, repository: str, storage_namespace: str) -> Generation:
+        """The newest generation, after deleting every file it does not list; a part it lists
+        that is missing raises. A record of another repository, namespace or format is dropped."""
+        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        number, current = self._latest()
+        owner = (repository, storage_namespace)
+        if current is not None and (current.repository, current.storage_namespace) != owner:
+            _log.warning("range cache %s is of %s: starting afresh", self.root, current.storage_namespace)
+            current = None
+        keep = current.files() | {self._record(number)} if current is not None else set()
+        self._clean(keep)
+        current = current or Generation(number, repository, storage_namespace, self.buckets)
+        for name in sorted(current.files()):
+            if not (self.root / name).is_file():
+                raise RangeCacheError(
+                    f"range cache part {self.root / name} is missing (listed by "
+                    f"{self.root / self._record(number)}); {self.hint()}"
+                )
+        return current
+
+    def commit(self, generation: Generation) -> None:
+        """Write the record of ``generation`` atomically, after all of its parts were written."""
+        path = self.root / self._record(generation.number)
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:
+            f.write(generation.to_json())
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def _latest(self) -> tuple[int, Generation | None]:
+        """The newest record's number, and its generation (None: none, or of another format)."""
+        records = sorted(p for p in (self.root / GEN_DIR).glob("*.json") if p.stem.isdigit())
+        if not records:
+            return 0, None
+        path = records[-1]
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            generation = Generation.from_json(body) if body.get("format") == FORMAT else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise RangeCacheError(f"range cache record {path} cannot be read: {e}; {self.hint()}") from e
+        if generation is not None and generation.number != int(path.stem):
+            raise RangeCacheError(
+                f"range cache record {path} says generation {generation.number}; {self.hint()}"
+            )
+        return int(path.stem), generation
+
+    def _clean(self, keep: set[str]) -> None:
+        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+            for path in (self.root / sub).iterdir():
+                if path.relative_to(self.root).as_posix() not in keep and path.is_file():
+                    path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _record(number: int) -> str:
+        return f"{GEN_DIR}/{number:08d}.json"
+
+
+def committed_frames_cached(
+    spark: SparkSession,
+    cache: RangeCache,
+    *,
+    connection: LakeFSConnection,
+    repository: str,
+    storage_namespace: str,
+    namespace: StorageLocation,
+    options: StorageOptions,
+    metarange_ids: Sequence[str],
+    parallelism: int,
+) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """:func:`lakefs_gc.spark.references.committed_frames` through ``cache``, plus its stats.
+
+    Two jobs run here: one reads the new metaranges into the cache, one reads the new ranges
+    into it; the new generation's record is then written. The returned frames read only the
+    cache (lazily: its parts stay until the next cycle opens the cache).
+    """
+    reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
+    current = cache.open(repository, storage_namespace)
+    needed = list(dict.fromkeys(metarange_ids))
+    metaranges, stats = _update_metaranges(spark, cache, reader, current, needed, parallelism)
+    range_ids = _range_ids(spark, cache, metaranges, needed, parallelism)
+    bucketed = _bucketed(range_ids, current.buckets, parallelism)
+    ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
+    stats.update(range_stats)
+    generation = Generation(
+        current.number + 1, repository, storage_namespace, current.buckets, metaranges, ranges
+    )
+    if metaranges != current.metaranges or dict(ranges) != dict(current.ranges):
+        cache.commit(generation)
+    else:
+        generation = current
+    stats["generation"] = generation.number
+    _log.info("%s: range cache %s: %s", repository, cache.root, stats)
+    addresses = bucketed.mapInArrow(_RangeLookup(cache.store(), generation.ranges), ADDRESS_SCHEMA)
+    return range_ids, addresses, stats
+
+
+def plan_metaranges(
+    listed: Sequence[Part], needed: Sequence[str]
+) -> tuple[list[tuple[str, str | None]], tuple[Part, ...]]:
+    """The work of a cycle on the metarange level: ``(metarange id, part to copy it from or None
+    to read it from lakeFS)`` items, and the listed parts kept as they are."""
+    wanted = set(needed)
+    where = {m: p.file for p in reversed(listed) for m in p.ids}
+    kept = tuple(p for p in listed if wanted.intersection(p.ids))
+    held = sum(len(p.ids) for p in kept)
+    hits = [m for m in needed if m in where]
+    items: list[tuple[str, str | None]] = [(m, None) for m in needed if m not in where]
+    if held - len(hits) > EVICT_FRACTION * held or len(kept) > MAX_METARANGE_PARTS:
+        return items + [(m, where[m]) for m in hits], ()
+    return items, kept
+
+
+def _update_metaranges(
+    spark: SparkSession,
+    cache: RangeCache,
+    reader: MetadataReader,
+    current: Generation,
+    needed: list[str],
+    parallelism: int,
+) -> tuple[tuple[Part, ...], dict[str, int]]:
+    items, kept = plan_metaranges(current.metaranges, needed)
+    read = sum(1 for _, source in items if source is None)
+    parts: list[Part] = []
+    if items:
+        tasks = spark.createDataFrame(items, "id string, source string")
+        tasks = tasks.repartition(max(1, min(parallelism, len(items))))
+        listed = {p.file: p for p in current.metaranges}
+        writer = _MetarangeWriter(cache.store(), reader, current.number + 1, listed)
+        for row in tasks.mapInArrow(writer, _META_STATUS).collect():
+            parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
+    stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
+    return kept + tuple(parts), stats
+
+
+def _range_ids(
+    spark: SparkSession, cache: RangeCache, parts: tuple[Part, ...], needed: list[str], parallelism: int
+) -> DataFrame:
+    """The distinct range ids (column ``id``) of ``needed``, read from the cache parts."""
+    where = {m: p.file for p in reversed(parts) for m in p.ids}
+    missing = [m for m in needed if m not in where]
+    if missing:  # the metarange job wrote them all, or failed
+        raise RangeCacheError(f"range cache {cache.root} lacks metarange {missing[0]} it has just read")
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for m in needed:
+        by_file[where[m]].append(m)
+    tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
+    tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
+    lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts})
+    return tasks.mapInArrow(lookup, "id string").distinct()
+
+
+def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
+    """``range_ids`` with its ``bucket``, every bucket in one partition."""
+    from pyspark.sql import functions as F
+
+    bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
+    return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")
+
+
+def _update_ranges(
+    cache: RangeCache, reader: MetadataReader, current: Generation, bucketed: DataFrame
+) -> tuple[dict[int, tuple[Part, ...]], dict[str, int]]:
+    ingest = _RangeIngest(cache.store(), reader, current.number + 1, current.ranges)
+    statuses = bucketed.mapInArrow(ingest, _RANGE_STATUS).collect()
+    ranges: dict[int, tuple[Part, ...]] = {}
+    if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
+        raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")
+    for s in statuses:
+        parts = [] if s["replaced"] else list(current.ranges.get(s["bucket"], ()))
+        if s["file"] is not None:
+            parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"])))
+        if parts:
+            ranges[int(s["bucket"])] = tuple(parts)
+    needed, read = sum(int(s["needed"]) for s in statuses), sum(int(s["read"]) for s in statuses)
+    before = sum(p.ranges for ps in current.ranges.values() for p in ps)
+    after = sum(p.ranges for ps in ranges.values() for p in ps)
+    stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
+    return ranges, stats
+
+
+# ---- executor side ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Store:
+    """The cache directory as the executor tasks see it (pickled with them)."""
+
+    root: str
+    hint: str
+
+    def scan(
+        self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str]
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
+        found there to ``found``. Anything unexpected about the file raises, naming it."""
+        path = os.path.join(self.root, part.file)
+        values = pa.array(sorted(wanted), pa.string()) if wanted is not None else None
+        try:
+            with pq.ParquetFile(path) as parquet:
+                if parquet.metadata.num_rows != part.rows:
+                    raise RangeCacheError(
+                        f"range cache part {path} holds {parquet.metadata.num_rows} rows, "
+                        f"its record says {part.rows}; {self.hint}"
+                    )
+                for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH):
+                    if values is not None:
+                        batch = batch.filter(pc.is_in(batch.column(0), value_set=values))
+                    found.update(pc.unique(batch.column(0)).to_pylist())
+                    yield batch
+        except (OSError, ValueError, KeyError, pa.ArrowException) as e:
+            raise RangeCacheError(f"range cache part {path} cannot be read: {e}; {self.hint}") from e
+
+    def require(self, wanted: set[str], found: set[str], where: str) -> None:
+        """Fail closed when the cache lacks an id it should hold."""
+        missing = wanted - found
+        if missing:
+            raise RangeCacheError(
+                f"range cache {where} of {self.root} lacks {len(missing)} of the ids its record says "
+                f"it holds (e.g. {min(missing)}); {self.hint}"
+            )
+
+
+class _PartWriter:
+    """Rows into a new part; a fresh name per task attempt, so no attempt overwrites a listed part."""
+
+    def __init__(self, store: _Store, prefix: str, schema: pa.Schema) -> None:
+        self.file = f"{prefix}-{uuid.uuid4().hex}.parquet"
+        self.path, self.schema = os.path.join(store.root, self.file), schema
+        self.rows = 0
+        self.pending: list[tuple[str, str | None]] = []
+        self.writer: pq.ParquetWriter | None = None
+
+    def add(self, key: str, value: str | None) -> None:
+        self.pending.append((key, value))
+        if len(self.pending) >= _BATCH:
+            self._flush()
+
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        self._flush()
+        self._write(pa.RecordBatch.from_arrays(batch.columns, schema=self.schema))
+
+    def close(self) -> Part | None:
+        """The part written (complete: listed only from here on), or None when no row was added."""
+        self._flush()
+        if self.writer is None:
+            return None
+        self.writer.close()
+        return Part(self.file, self.rows)
+
+    def _flush(self) -> None:
+        if self.pending:
+            keys, values = zip(*self.pending, strict=True)
+            self.pending = []
+            columns = [pa.array(keys, pa.string()), pa.array(values, pa.string())]
+            self._write(pa.RecordBatch.from_arrays(columns, schema=self.schema))
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+
+def _session(reader: MetadataReader) -> tuple[Any, LakeFSClient]:
+    fs, _ = filesystem_for(reader.namespace, reader.options)
+    return fs, LakeFSClient(reader.connection, source=RANGE_READER_SOURCE)
+
+
+def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        yield from batch.to_pylist()
+
+
+def _by_bucket(batches: Iterator[pa.RecordBatch]) -> dict[int, set[str]]:
+    needed: dict[int, set[str]] = defaultdict(set)
+    for row in _rows(batches):
+        needed[row["bucket"]].add(row["id"])
+    return needed
+
+
+@dataclass(frozen=True)
+class _MetarangeWriter:
+    """Writes a task's metaranges (read from lakeFS, or copied from a listed part) as one part."""
+
+    store: _Store
+    reader: MetadataReader
+    gen: int
+    listed: Mapping[str, Part]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        items = [(r["id"], r["source"]) for r in _rows(batches)]
+        if not items:
+            return
+        writer = _PartWriter(self.store, f"{META_DIR}/part-{self.gen:08d}", META_SCHEMA)
+        copies: dict[str, set[str]] = defaultdict(set)
+        fs, client = _session(self.reader)
+        with client:
+            for metarange_id, source in items:
+                if source is None:
+                    range_ids: list[str | None] = [*self.reader.read_metarange(client, fs, metarange_id)]
+                    for range_id in range_ids or [None]:  # an empty metarange is held too
+                        writer.add(metarange_id, range_id)
+                else:
+                    copies[source].add(metarange_id)
+        for source, ids in copies.items():
+            found: set[str] = set()
+            for batch in self.store.scan(self.listed[source], META_SCHEMA.names, ids, found):
+                writer.add_batch(batch)
+            self.store.require(ids, found, source)
+        part = writer.close()
+        assert part is not None  # every metarange wrote a row at least
+        read = sum(1 for _, source in items if source is None)
+        yield pa.RecordBatch.from_pydict(
+            {"file": [part.file], "rows": [part.rows], "ids": [[m for m, _ in items]], "read": [read]}
+        )
+
+
+@dataclass(frozen=True)
+class _MetarangeLookup:
+    """The range ids of the needed metaranges, from the parts the record says hold them."""
+
+    store: _Store
+    listed: Mapping[str, Part]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for row in _rows(batches):
+            wanted, found = set(row["ids"]), set[str]()
+            for batch in self.store.scan(self.listed[row["file"]], META_SCHEMA.names, wanted, found):
+                ids = batch.column(1).drop_null()
+                if len(ids):
+                    yield pa.RecordBatch.from_arrays([ids], names=["id"])
+            self.store.require(wanted, found, row["file"])
+
+
+@dataclass(frozen=True)
+class _RangeIngest:
+    """Per bucket of the task: reads the ranges the cache does not hold into a new part (with the
+    bucket's needed cached ranges when it is due for a rewrite); one status row per bucket."""
+
+    store: _Store
+    reader: MetadataReader
+    gen: int
+    listed: Mapping[int, tuple[Part, ...]]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        needed = _by_bucket(batches)
+        if not needed:
+            return
+        fs, client = _session(self.reader)
+        with client:
+            for bucket, ids in sorted(needed.items()):
+                yield self._bucket(client, fs, bucket, ids)
+
+    def _bucket(self, client: LakeFSClient, fs: Any, bucket: int, ids: set[str]) -> pa.RecordBatch:
+        parts = self.listed.get(bucket, ())
+        held: set[str] = set()
+        for part in parts:
+            for _ in self.store.scan(part, ["range_id"], None, held):
+                pass
+        keep, new = ids & held, sorted(ids - held)
+        unneeded = len(held) - len(keep)
+        rewrite = bool(parts) and (unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS)
+        writer = _PartWriter(self.store, f"{RANGE_DIR}/part-{self.gen:08d}-b{bucket:05d}", RANGE_SCHEMA)
+        if rewrite:
+            copied: set[str] = set()
+            for part in parts:
+                for batch in self.store.scan(part, RANGE_SCHEMA.names, keep, copied):
+                    writer.add_batch(batch)
+            self.store.require(keep, copied, f"bucket {bucket}")
+        for range_id in new:
+            empty = True
+            for address in self.reader.read_range(client, fs, range_id):
+                writer.add(range_id, address)
+                empty = False
+            if empty:  # an empty range is held too
+                writer.add(range_id, None)
+        written = writer.close()
+        status = {
+            "bucket": bucket, "needed": len(ids), "read": len(new), "held": len(held), "replaced": rewrite,
+            "file": written.file if written else None, "rows": written.rows if written else 0,
+            "ranges": len(new) + (len(keep) if rewrite else 0),
+        }  # fmt: skip
+        return pa.RecordBatch.from_pylist([status], schema=_RANGE_STATUS_ARROW)
+
+
+@dataclass(frozen=True)
+class _RangeLookup:
+    """The addresses of the needed ranges, from the parts of their buckets; a needed range the
+    cache does not hold raises (:class:`_RangeIngest` has just put every one there)."""
+
+    store: _Store
+    listed: Mapping[int, tuple[Part, ...]]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for bucket, ids in sorted(_by_bucket(batches).items()):
+            found: set[str] = set()
+            for part in self.listed.get(bucket, ()):
+                for batch in self.store.scan(part, RANGE_SCHEMA.names, ids, found):
+                    addresses = batch.column(1).drop_null()
+                    if len(addresses):
+                        yield pa.RecordBatch.from_arrays([addresses], names=["address"])
+            self.store.require(ids, found, f"bucket {bucket}")
