@@ -17,6 +17,7 @@ cycle starts, running cycles get ``service.shutdown_timeout`` to finish, then th
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -34,7 +35,7 @@ from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.streams import EventStreams, clear_interrupted_writes, inventory_stream
 from lakefs_gc.spark.candidate_table import CandidateTable
 from lakefs_gc.spark.mark import mark_run
-from lakefs_gc.spark.range_cache import RangeCache
+from lakefs_gc.spark.range_cache import RangeCache, RangeCacheError
 from lakefs_gc.spark.sweep import sweep_run
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
@@ -183,7 +184,16 @@ class GcService:
 
         def mark(repository: str) -> Any:
             source = candidate_sets.source(repository, repo.namespace, records)
-            return mark_run(spark, settings, repository, source=source, range_cache=cache, progress=_log.info)
+            try:
+                return mark_run(
+                    spark, settings, repository, source=source, range_cache=cache, progress=_log.info
+                )
+            except RangeCacheError:  # fail closed now; the next attempt rebuilds the cache from lakeFS
+                _log.warning(
+                    "%s: dropping the range cache %s; the next mark rebuilds it", repository, cache.root
+                )
+                shutil.rmtree(cache.root, ignore_errors=True)
+                raise
 
         def sweep(repository: str, mark_id: str) -> Any:
             return sweep_run(spark, settings, repository, mark_id, progress=_log.info)
