@@ -33,3 +33,17 @@ def format_duration(value: timedelta) -> str:
         if n:
             out.append(f"{n}{unit}")
     return "".join(out)
+
+
+def duration_field(value: object) -> object:
+    """A pydantic ``before`` validator's body: text parsed, anything else left to pydantic.
+
+    Raises ``ValueError`` (not :class:`ConfigError`) so that pydantic names the field.
+    """
+    if not isinstance(value, str):
+        return value
+    try:
+        return parse_duration(value)
+    except ConfigError as e:
+        raise ValueError(str(e)) from e
+

@@ -23,7 +23,7 @@ from typing import Any, TypeVar
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from lakefs_gc.durations import parse_duration
+from lakefs_gc.durations import duration_field
 from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.gc.cutoff import DEFAULT_MIN_AGE
 from lakefs_gc.lakefs.settings import LakeFSConnection, default_lakectl_config_path, resolve_connection
@@ -134,7 +134,7 @@ class GcOptions(BaseModel):
     )
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        return parse_duration(value) if isinstance(value, str) else value
+        return duration_field(value)
 
     @field_validator("max_inventory_age", "max_mark_age")
     @classmethod

@@ -25,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from lakefs_gc.durations import parse_duration
+from lakefs_gc.durations import duration_field
 from lakefs_gc.events.queues.config import QueueConfig
 from lakefs_gc.settings import GcSettings
 
@@ -38,7 +38,7 @@ class _Durations(BaseModel):
     @field_validator(*_DURATIONS, mode="before", check_fields=False)
     @classmethod
     def _duration(cls, value: Any) -> Any:
-        return parse_duration(value) if isinstance(value, str) else value
+        return duration_field(value)
 
 
 class RepositorySchedule(_Durations):
