@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.spark.reports import open_report_output
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.spark.tables import TableLocation
 from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
@@ -48,18 +48,8 @@ CANDIDATE_DDL = (
 
 
 @dataclass(frozen=True)
-class CandidateTable:
-    """Where the candidate table lives and how to reach it."""
-
-    location: StorageLocation
-    options: StorageOptions
-
-    def filesystem(self) -> tuple[pafs.FileSystem, str]:
-        fs, path = filesystem_for(self.location, self.options)
-        return fs, path.rstrip("/")
-
-    def __str__(self) -> str:
-        return str(self.location)
+class CandidateTable(TableLocation):
+    """The candidate table: ingested inventory snapshots (see the module docstring)."""
 
 
 @dataclass

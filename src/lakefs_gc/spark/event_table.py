@@ -37,9 +37,8 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.events.model import EVENT_DDL, EVENT_SCHEMA
 from lakefs_gc.spark.event_source import EventSourceConfig, event_source_class, source_name
 from lakefs_gc.spark.ingest import ingest_id
-from lakefs_gc.spark.reports import open_report_output
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
-from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.spark.reports import open_report_output, write_whole
+from lakefs_gc.spark.tables import TableLocation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -57,18 +56,8 @@ DedupeKey = tuple[str, str, str, str, str]
 
 
 @dataclass(frozen=True)
-class EventTable:
-    """Where the event table lives and how to reach it."""
-
-    location: StorageLocation
-    options: StorageOptions
-
-    def filesystem(self) -> tuple[pafs.FileSystem, str]:
-        fs, path = filesystem_for(self.location, self.options)
-        return fs, path.rstrip("/")
-
-    def __str__(self) -> str:
-        return str(self.location)
+class EventTable(TableLocation):
+    """The event table: routed object events (see the module docstring)."""
 
 
 @dataclass(frozen=True)
@@ -127,7 +116,7 @@ class EventTableSink:
             "dead_letter": dead,
             **_counts_json(counts),
         }
-        _write_whole(fs, record, json.dumps(body, indent=1).encode())
+        write_whole(fs, record, json.dumps(body, indent=1).encode())
         self.seen.update(_keys(events))
         self.committed.append(counts)
         self.on_batch(counts)
@@ -311,20 +300,6 @@ def run_event_stream(
         .queryName(config.name)
         .start()
     )
-
-
-def _write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
-    """Write ``path`` so that readers see all of it or nothing: an object store's PUT is atomic, a
-    local file is written beside and renamed (a torn record would make the table unreadable)."""
-    local = isinstance(fs, pafs.LocalFileSystem)
-    target = f"{path}.tmp" if local else path
-    try:
-        with open_report_output(fs, target) as out:
-            out.write(data)
-        if local:
-            fs.move(target, path)
-    except OSError as e:
-        raise StorageError(f"cannot write {path}: {e}") from e
 
 
 def _iso(when: datetime | None) -> str | None:

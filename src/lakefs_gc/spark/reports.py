@@ -406,6 +406,24 @@ def open_report_output(fs: pafs.FileSystem, path: str) -> Any:
         raise StorageError(f"cannot write report file {path}: {e}") from e
 
 
+def write_whole(fs: pafs.FileSystem, path: str, data: bytes) -> None:
+    """Write ``path`` so that readers see all of it or nothing: an object store's PUT is atomic, a
+    local file is written beside (a hidden temp name) and renamed, so a kill never leaves a torn
+    file that a reader would take for a complete one."""
+    import pyarrow.fs as pafs
+
+    local = isinstance(fs, pafs.LocalFileSystem)
+    directory, name = path.rsplit("/", 1)
+    target = f"{directory}/.{name}.tmp" if local else path
+    try:
+        with open_report_output(fs, target) as out:
+            out.write(data)
+        if local:
+            fs.move(target, path)
+    except OSError as e:
+        raise StorageError(f"cannot write {path}: {e}") from e
+
+
 def _write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     try:
         with open_report_output(fs, path) as out:

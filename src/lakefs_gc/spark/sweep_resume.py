@@ -44,6 +44,7 @@ from lakefs_gc.spark.reports import (
     ReportDir,
     open_report_output,
     part_files,
+    write_whole,
 )
 
 if TYPE_CHECKING:
@@ -84,21 +85,10 @@ def write_part(fs: pafs.FileSystem, path: str, rows: Mapping[str, list[Any]]) ->
     """Write one ``swept/`` part whole: encoded in memory, then one upload (S3 and Azure show an object
     only once its upload completes) or, on a local disk, a hidden temporary file renamed into place.
     A kill therefore never leaves a visible part without its footer."""
-    import pyarrow.fs as pafs
 
     buffer = pa.BufferOutputStream()
     pq.write_table(pa.table(dict(rows), schema=SWEPT_SCHEMA), buffer, compression="snappy")
-    data = buffer.getvalue()
-    local = isinstance(fs, pafs.LocalFileSystem)
-    directory, name = path.rsplit("/", 1)
-    target = f"{directory}/.{name}.tmp" if local else path
-    try:
-        with open_report_output(fs, target) as out:
-            out.write(data)
-        if local:
-            fs.move(target, path)
-    except OSError as e:
-        raise StorageError(f"cannot write report file {path}: {e}") from e
+    write_whole(fs, path, buffer.getvalue().to_pybytes())
 
 
 def read_part(fs: pafs.FileSystem, path: str) -> pa.Table | None:
