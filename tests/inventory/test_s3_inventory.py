@@ -384,3 +384,15 @@ def test_unparsable_csv_boolean_names_row(tmp_path: Path) -> None:
 
     with pytest.raises(InventoryError, match="row 1: unparsable is_latest 'yes'"):
         read_all(fs, load_manifest(fs, manifest))
+
+
+def test_a_destination_prefix_named_like_the_source_bucket_maps_data_files(tmp_path: Path) -> None:
+    # s3://dest-bucket/src for source bucket "src": keys read src/src/gc-daily/data/..., and the
+    # first "src" is the destination prefix, not the source bucket's directory
+    manifest = write_delivery(
+        pafs.LocalFileSystem(), str(tmp_path / "dest-bucket" / "src"), "src", "gc-daily", SNAPSHOT,
+        rows(["a/b"]), format="csv", bucket_root=str(tmp_path / "dest-bucket"),
+    )  # fmt: skip
+    delivery = load_manifest(pafs.LocalFileSystem(), manifest)
+    assert Path(delivery.files[0].path).is_file()
+    assert read_all(pafs.LocalFileSystem(), delivery).column("key").to_pylist() == ["a/b"]

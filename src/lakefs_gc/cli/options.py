@@ -68,17 +68,21 @@ def add_settings_options(
 
 
 def settings_from_args(
+    args: argparse.Namespace, environ: dict[str, str], *, gc: dict[str, Any] | None = None
+) -> GcSettings:
+    """The command's settings: file < environment < flags (flags a command lacks count as unset)."""
+    return typed_settings_from_args(args, environ, GcSettings, gc=gc)
+
+
+def typed_settings_from_args(
     args: argparse.Namespace,
     environ: dict[str, str],
+    model: type[G],
     *,
     gc: dict[str, Any] | None = None,
     service: dict[str, Any] | None = None,
-    model: type[G] = GcSettings,  # type: ignore[assignment]  # the default is a G
 ) -> G:
-    """The command's settings: file < environment < flags (flags a command lacks count as unset).
-
-    ``service``: the ``service`` section's flags; ``model``: the settings class to validate.
-    """
+    """:func:`settings_from_args` validated as ``model``, with the ``service`` section's flags."""
     overrides = {**_overrides(args, gc), "service": service or {}}
     return load_settings(
         environ=environ, config_file=getattr(args, "config", None), overrides=overrides, model=model

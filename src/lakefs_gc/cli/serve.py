@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, settings_from_args
+from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, typed_settings_from_args
 from lakefs_gc.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -103,7 +103,7 @@ def _settings(args: argparse.Namespace, environ: dict[str, str], base: dict[str,
         "tick": args.tick or base.get("tick"),
         "sweep": False if args.mark_only else base.get("sweep"),
     }
-    return settings_from_args(args, environ, service=service, model=ServiceSettings)
+    return typed_settings_from_args(args, environ, ServiceSettings, service=service)
 
 
 def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:

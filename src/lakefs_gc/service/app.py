@@ -32,8 +32,9 @@ from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
-from lakefs_gc.service.streams import EventStreams, clear_interrupted_writes, inventory_stream
+from lakefs_gc.service.streams import EventStreams, inventory_stream
 from lakefs_gc.spark.candidate_table import CandidateTable
+from lakefs_gc.spark.checkpoint import clear_interrupted_writes
 from lakefs_gc.spark.mark import mark_run
 from lakefs_gc.spark.range_cache import RangeCache, RangeCacheError
 from lakefs_gc.spark.sweep import sweep_run

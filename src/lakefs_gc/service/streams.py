@@ -39,23 +39,6 @@ def _every(seconds: float) -> dict[str, str]:
     return {"processingTime": f"{max(1, int(seconds))} seconds"}
 
 
-def clear_interrupted_writes(checkpoint: Path) -> Path:
-    """Delete what a killed process left of Spark's atomic checkpoint writes; returns ``checkpoint``.
-
-    Spark writes each offset and commit log entry to a hidden ``.<batch>.<uuid>.tmp`` and renames
-    it. Killed in between, the temp file stays; in a checkpoint without a logged batch yet, Spark
-    then refuses to start (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``), and the query could
-    never run again. The rename never happened: the file is not part of the checkpoint.
-    """
-    for log in ("offsets", "commits"):
-        directory = checkpoint / log
-        if directory.is_dir():
-            for path in directory.iterdir():
-                if path.name.startswith(".") and path.name.endswith((".tmp", ".tmp.crc")):
-                    path.unlink(missing_ok=True)
-    return checkpoint
-
-
 def inventory_stream(
     spark: SparkSession,
     settings: ServiceSettings,
@@ -77,7 +60,7 @@ def inventory_stream(
         spark,
         source,
         table,
-        clear_interrupted_writes(directory / "checkpoint"),
+        directory / "checkpoint",
         say=_log.info,
         trigger=_every(svc.inventory_trigger.total_seconds()),
         on_deliveries=count,
@@ -114,7 +97,7 @@ class EventStreams:
                 spark,
                 config,
                 self.table,
-                clear_interrupted_writes(self.directory / name / "checkpoint"),
+                self.directory / name / "checkpoint",
                 trigger=_every(svc.events_trigger.total_seconds()),
                 on_batch=partial(self.count, name),
             )

@@ -35,6 +35,7 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.events.model import EVENT_DDL, EVENT_SCHEMA
+from lakefs_gc.spark.checkpoint import clear_interrupted_writes
 from lakefs_gc.spark.event_source import EventSourceConfig, event_source_class, source_name
 from lakefs_gc.spark.ingest import ingest_id
 from lakefs_gc.spark.reports import open_report_output, write_whole
@@ -288,7 +289,7 @@ def run_event_stream(
     queue and stops, ``{"processingTime": "30 seconds"}`` runs until stopped. The checkpoint is
     Spark's own, on a filesystem Spark writes without connectors; it keeps the stream id too.
     """
-    checkpoint = checkpoint.resolve()
+    checkpoint = clear_interrupted_writes(checkpoint.resolve())
     sink = EventTableSink(table, config.name, ingest_id(checkpoint), on_batch)
     spark.dataSource.register(event_source_class(config))
     return (

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.spark.candidate_table import CandidateTable, CandidateTableSink, IngestedDelivery
+from lakefs_gc.spark.checkpoint import clear_interrupted_writes
 from lakefs_gc.spark.inventory_source import SOURCE_NAME, SourceConfig, source_class
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -91,7 +92,7 @@ def start_ingest(
     """Start the inventory stream with ``trigger`` (``DataStreamWriter.trigger``'s keywords)."""
     if not source.routes:
         raise ConfigError("no repository namespace to ingest for: give at least one repository")
-    checkpoint = checkpoint.resolve()
+    checkpoint = clear_interrupted_writes(checkpoint.resolve())
     sink = CandidateTableSink(table, ingest_id(checkpoint), say, on_deliveries)
     source = replace(source, log=delivery_log_location(checkpoint), parts=sink.parts_location())
     spark.dataSource.register(source_class(source))

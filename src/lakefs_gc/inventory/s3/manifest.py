@@ -208,8 +208,10 @@ def _data_path(manifest_path: str, source: str, key: str, bucket_root: str | Non
         return join(bucket_root, key)
     dest_parts = manifest_path.split("/")[:-4]  # strip <src>/<cfg>/<ts>/manifest.json
     key_parts = key.split("/")
-    for j, part in enumerate(key_parts[:-1]):
-        prefix = key_parts[:j]
+    # the longest destination prefix first: a prefix ending in a segment named like the source
+    # bucket (s3://inventories/data-bucket for bucket data-bucket) must not match at that segment
+    for j in reversed(range(len(key_parts) - 1)):
+        part, prefix = key_parts[j], key_parts[:j]
         if part == source and (not prefix or dest_parts[-len(prefix) :] == prefix):
             return "/".join([*dest_parts, *key_parts[j:]])
     raise InventoryError(
