@@ -3,13 +3,16 @@
 Events. For each queue (moto's SQS and Azurite's Storage Queue), N realistic notifications (S3
 ``ObjectCreated:Put``/``ObjectRemoved:Delete`` records for SQS; Event Grid ``BlobCreated``/
 ``BlobDeleted`` events, base64 as ``AzureQueueNotifier`` writes them, for Azurite; 9 in 10 creates,
-1 in 50 outside every namespace) go through three paths, each timed on its own fresh queue:
+1 in 50 outside every namespace) go through four paths, each timed on its own fresh queue:
 
 * **adapter**: ``open_queue(config)``: ``receive`` until empty, then ``acknowledge`` (no Spark);
 * **spool**: the event source's driver side alone (``EventStreamReader.latestOffset`` drains into
   spool files, then ``commit`` acknowledges), no Spark;
-* **end-to-end**: ``run_event_stream`` with ``availableNow`` into an event table, on local Spark;
-  the last run's acknowledgements (Spark calls ``commit`` only at the next run) are timed apart.
+* **availableNow runs**: ``run_event_stream`` with ``availableNow`` into an event table on local
+  Spark, one run per round; the last run's acknowledgements (Spark calls ``commit`` only at the
+  next run) are timed apart;
+* **running query**: one ``run_event_stream`` with a 0 s processing-time trigger (the service's
+  kind of query) until every message is in the table and acknowledged.
 
 Both emulators cost O(messages in the queue) per call (moto: each SendMessage or message received
 computes every queue attribute, each a scan of the queue with two ``datetime`` calls per message:
@@ -35,8 +38,8 @@ what the service does per repository: ``mark_run`` with a range cache and the na
 the candidate source (the service lists when it has no inventory snapshot), then ``sweep_run`` of
 that mark (revalidation on, as by default). The first cycle fills the range cache and sweeps the
 garbage; then 1% new commits (``--new-fraction``: 10 commits on 10 branches, 10K objects in
-existing table partitions, uploaded and committed through the lakeFS API) and the second cycle;
-then an uncached mark of the same state for comparison.
+existing table partitions, uploaded and committed through the lakeFS API) and the second cycle.
+For comparison, an uncached mark (no sweep) runs before the first cycle and after the second.
 
     python bench/stream.py [--events N] [--depth N] [--sources sqs,azure] [--objects N]
                            [--new-fraction F] [--no-events] [--no-gc] [--no-uncached]
@@ -853,7 +856,7 @@ def main() -> int:
     parser.add_argument("--new-fraction", type=float, default=0.01, help="commits and objects added")
     parser.add_argument("--no-events", action="store_true")
     parser.add_argument("--no-gc", action="store_true")
-    parser.add_argument("--no-uncached", action="store_true", help="skip the uncached comparison mark")
+    parser.add_argument("--no-uncached", action="store_true", help="skip the two uncached comparison marks")
     parser.add_argument("--moto-as-is", action="store_true", help="keep moto's slow SQS helpers")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-bench"),
