@@ -46,4 +46,3 @@ def duration_field(value: object) -> object:
         return parse_duration(value)
     except ConfigError as e:
         raise ValueError(str(e)) from e
-

@@ -112,4 +112,3 @@ def test_spark_candidate_set_equals_the_rule(spark: object, histories: list, sna
         for r in candidate_set_frame(snapshot, snapshot_time, events, swept).collect()
     }
     assert got == expected
-
