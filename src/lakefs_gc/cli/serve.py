@@ -88,20 +88,20 @@ def run_serve(args: argparse.Namespace) -> int:
         return _serve_demo(args)
     if args.keep is not None:
         raise ConfigError("--keep is for the embedded demo (serve without --config)")
-    return _serve(_settings(args, environ, {}), args)
+    return _serve(_settings(args, environ), args)
 
 
-def _settings(args: argparse.Namespace, environ: dict[str, str], base: dict[str, Any]) -> ServiceSettings:
+def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSettings:
+    """--config < LAKEFS_GC_* < flags, as for every command; unset flags (None) leave the rest."""
     from lakefs_gc.service.settings import ServiceSettings
 
     service = {
-        **base,
-        "state": str(args.state) if args.state else base.get("state"),
-        "metrics_port": args.metrics_port if args.metrics_port is not None else base.get("metrics_port"),
-        "interval": args.interval or base.get("interval"),
-        "sweep_delay": args.sweep_delay or base.get("sweep_delay"),
-        "tick": args.tick or base.get("tick"),
-        "sweep": False if args.mark_only else base.get("sweep"),
+        "state": str(args.state) if args.state else None,
+        "metrics_port": args.metrics_port,
+        "interval": args.interval,
+        "sweep_delay": args.sweep_delay,
+        "tick": args.tick,
+        "sweep": False if args.mark_only else None,
     }
     return typed_settings_from_args(args, environ, ServiceSettings, service=service)
 
@@ -151,7 +151,7 @@ def _serve_demo(args: argparse.Namespace) -> int:
                 f"settings in {config}"
             )
             args.config = config
-            status = _serve(_settings(args, {}, {}), args, quiet_spark=True)
+            status = _serve(_settings(args, {}), args, quiet_spark=True)
             return _judge(setting.scenario, status)
 
 

@@ -154,13 +154,13 @@ class GcCycle:
     # ---- sweeping -------------------------------------------------------------------------------
 
     def _sweep_due(self, record: BatchRecord, now: datetime) -> None:
-        pending = [(b, m) for b, m in self.records.marks() if m.success and m.sweep is None]
+        pending = self.records.pending_sweeps()
         if not pending:
             return
         *older, (owner, newest) = pending
         for batch, mark in older:
             mark.sweep = "superseded"
-            self.records.save(batch if batch is not record else record)
+            self.records.save(batch)
         if not self.schedule.sweep:
             newest.sweep = "skipped"
             self.records.save(owner)

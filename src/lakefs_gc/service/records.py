@@ -88,9 +88,9 @@ class CycleRecords:
         marks = self.marks()
         return marks[-1][1] if marks else None
 
-    def pending_sweeps(self) -> list[MarkRecord]:
-        """Successful marks whose sweep has not ended."""
-        return [m for _, m in self.marks() if m.success and m.sweep is None]
+    def pending_sweeps(self) -> list[tuple[BatchRecord, MarkRecord]]:
+        """Successful marks whose sweep has not ended, with the batch records holding them."""
+        return [(b, m) for b, m in self.marks() if m.success and m.sweep is None]
 
     def summary(self) -> dict[str, Any]:
         done = [m for _, m in self.marks() if m.success]

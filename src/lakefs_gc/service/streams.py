@@ -31,10 +31,6 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
-def _local(path: Path) -> StorageLocation:
-    return StorageLocation("local", "", str(path))
-
-
 def _every(seconds: float) -> dict[str, str]:
     return {"processingTime": f"{max(1, int(seconds))} seconds"}
 
@@ -49,7 +45,7 @@ def inventory_stream(
     """Start the inventory ingest into ``<directory>/table`` (checkpoint ``<directory>/checkpoint``)."""
     svc = settings.service
     assert svc.inventory is not None
-    table = CandidateTable(_local(directory / "table"), settings.storage)
+    table = CandidateTable(parse_location(str(directory / "table")), settings.storage)
     source = SourceConfig(destination=parse_location(svc.inventory), storage=settings.storage, routes=routes)
 
     def count(deliveries: list[IngestedDelivery]) -> None:
@@ -79,7 +75,7 @@ class EventStreams:
     table: EventTable = field(init=False)
 
     def __post_init__(self) -> None:
-        self.table = EventTable(_local(self.directory / "table"), self.settings.storage)
+        self.table = EventTable(parse_location(str(self.directory / "table")), self.settings.storage)
 
     def start(self, spark: SparkSession) -> list[StreamingQuery]:
         svc = self.settings.service

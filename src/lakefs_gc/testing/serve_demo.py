@@ -62,7 +62,7 @@ def demo_setting(workdir: Path) -> Iterator[DemoSetting]:
     """Start the test server with notifications, build the repository, write an inventory."""
     from lakefs_gc.inventory.generate import generate_delivery
     from lakefs_gc.storage.filesystems import StorageOptions
-    from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
+    from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
     from lakefs_gc.testing.context import ServerSettings
     from lakefs_gc.testing.notifications import DirectoryNotifier
     from lakefs_gc.testing.server import LakeFSTestServer
@@ -77,7 +77,7 @@ def demo_setting(workdir: Path) -> Iterator[DemoSetting]:
         scenario = build_scenario(server.sdk_configuration(), storage_root, now=now, scratch=workdir)
         options = StorageOptions(local_root=str(storage_root))
         namespace = parse_storage_namespace(scenario.namespace, local_root=str(storage_root))
-        destination = StorageLocation("local", "", str(inventory_dir.resolve()))
+        destination = parse_location(str(inventory_dir.resolve()))
         generate_delivery(namespace, options, destination)
         setting = DemoSetting(
             scenario, server.connection_info(), storage_root, events_dir, inventory_dir, workdir / "state"

@@ -9,12 +9,11 @@ is over.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from lakefs_gc.events.queues.base import QueueError, QueueMessage
+from lakefs_gc.events.queues.base import QueueError, QueueMessage, poll
 from lakefs_gc.events.queues.config import QueueConfig
 
 #: messages per Get Messages request (the service's limit)
@@ -36,20 +35,18 @@ class AzureStorageQueue:
     def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
         from azure.core.exceptions import AzureError
 
-        deadline = time.monotonic() + wait_seconds
         count = max(1, min(MAX_RECEIVE, max_messages))
-        while True:
+
+        def receive_once() -> list[QueueMessage]:
             try:
                 pages = self._client.receive_messages(
                     messages_per_page=count, max_messages=count, visibility_timeout=self.visibility_timeout
                 )
-                got = [_message(m) for m in pages]
+                return [_message(m) for m in pages]
             except AzureError as e:
                 raise QueueError(f"{self.description}: cannot receive: {e}") from e
-            left = deadline - time.monotonic()
-            if got or left <= 0:
-                return got
-            time.sleep(min(POLL_S, left))
+
+        return poll(receive_once, wait_seconds, POLL_S)
 
     def acknowledge(self, receipts: Sequence[str]) -> list[str]:
         from azure.core.exceptions import AzureError, HttpResponseError

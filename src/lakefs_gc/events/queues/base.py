@@ -9,7 +9,8 @@ needs just three operations; everything cloud-specific stays in the adapters.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -66,3 +67,17 @@ class EventQueue(Protocol):
 def chunks(items: Sequence[str], size: int) -> list[Sequence[str]]:
     """``items`` in slices of at most ``size`` (the services' batch limits)."""
     return [items[i : i + size] for i in range(0, len(items), size)]
+
+
+def poll(
+    receive_once: Callable[[], list[QueueMessage]], wait_seconds: float, every: float
+) -> list[QueueMessage]:
+    """``receive_once`` until it returns messages or ``wait_seconds`` passed, pausing ``every``
+    seconds: a long poll for the queues whose API has none (Storage Queue, a directory)."""
+    deadline = time.monotonic() + wait_seconds
+    while True:
+        got = receive_once()
+        left = deadline - time.monotonic()
+        if got or left <= 0:
+            return got
+        time.sleep(min(every, left))

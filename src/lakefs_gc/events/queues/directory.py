@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from lakefs_gc.events.queues.base import QueueError, QueueMessage
+from lakefs_gc.events.queues.base import QueueError, QueueMessage, poll
 from lakefs_gc.events.queues.config import QueueConfig
 
 #: a message file's suffix (the same as :data:`lakefs_gc.events.local.MESSAGE_SUFFIX`)
@@ -36,13 +36,7 @@ class DirectoryQueue:
         self._hidden: dict[str, float] = {}  # file name -> monotonic time it becomes visible again
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
-        deadline = time.monotonic() + wait_seconds
-        while True:
-            got = self._receive_once(max(1, max_messages))
-            left = deadline - time.monotonic()
-            if got or left <= 0:
-                return got
-            time.sleep(min(POLL_S, left))
+        return poll(lambda: self._receive_once(max(1, max_messages)), wait_seconds, POLL_S)
 
     def acknowledge(self, receipts: Sequence[str]) -> list[str]:
         failed: list[str] = []
