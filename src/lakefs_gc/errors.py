@@ -7,18 +7,52 @@ delete failures are *data* (written to sweep reports), never exceptions.
 
 from __future__ import annotations
 
+from enum import IntEnum
+
+
+class ExitCode(IntEnum):
+    """The ``lakefs-gc`` exit statuses: one per outcome (the README's table; tested row by row)."""
+
+    OK = 0
+    #: an unexpected error: a bug (the traceback is printed); report it
+    INTERNAL = 1
+    #: the command line is wrong (unknown flag, missing argument, no command)
+    USAGE = 2
+    #: bad settings or arguments (config file, flags, environment, a mark id that does not exist)
+    SETTINGS = 3
+    #: lakeFS answered with an error or could not be reached (after retries)
+    LAKEFS = 4
+    #: a lakeFS export or a mark report is missing or unreadable
+    EXPORT = 5
+    #: an object store could not be reached or answered with an error
+    STORAGE = 6
+    #: no usable inventory delivery (missing, pending, too old, rejected)
+    INVENTORY = 7
+    #: a corrupt range or metarange file (SSTable)
+    CORRUPT_RANGE = 8
+    #: the work finished but some objects failed (sweep deletes, backup or restore copies): see the report
+    PARTIAL = 9
+    #: a safety guard refused (a failed or stale mark, too large a sweep): nothing was deleted
+    REFUSED = 10
+    #: ``demo``/``serve`` (embedded demo): the GC did not do what the demo expects
+    CHECK_FAILED = 11
+    #: Spark failed: a job (lost executors, out of memory) or, in ``serve``, a streaming query
+    SPARK = 12
+    #: interrupted (Ctrl-C)
+    INTERRUPTED = 130
+
 
 class GcError(Exception):
     """Base of every error lakefs-gc raises on purpose."""
 
     #: process exit code the CLI uses for this kind of error
-    exit_code = 1
+    exit_code: int = ExitCode.INTERNAL
 
 
 class ConfigError(GcError):
     """Settings are missing, malformed or contradictory; nothing was attempted."""
 
-    exit_code = 3
+    exit_code = ExitCode.SETTINGS
 
 
 class SSTableFormatError(GcError):
@@ -28,7 +62,7 @@ class SSTableFormatError(GcError):
     (fail closed) and an operator needs to find the file.
     """
 
-    exit_code = 2
+    exit_code = ExitCode.CORRUPT_RANGE
 
     def __init__(self, name: str, offset: int | None, reason: str) -> None:
         self.name = name
@@ -41,7 +75,7 @@ class SSTableFormatError(GcError):
 class LakeFSError(GcError):
     """lakeFS answered with an error or could not be reached (after retries)."""
 
-    exit_code = 4
+    exit_code = ExitCode.LAKEFS
 
     def __init__(self, message: str, *, status: int | None = None) -> None:
         self.status = status
@@ -58,10 +92,10 @@ class NoRetentionRulesError(LakeFSError):
 class ExportError(GcError):
     """A lakeFS export (commits CSV, uncommitted parquet, range file) is missing or unreadable."""
 
-    exit_code = 5
+    exit_code = ExitCode.EXPORT
 
 
 class StorageError(GcError):
     """An object store could not be reached or a location is not understood."""
 
-    exit_code = 6
+    exit_code = ExitCode.STORAGE

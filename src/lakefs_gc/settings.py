@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 
 from lakefs_gc.durations import duration_field
 from lakefs_gc.errors import ConfigError, StorageError
@@ -218,20 +218,38 @@ def load_settings(
     lakectl_path = lakectl_config_path
     if lakectl_path is None and use_lakectl_defaults:
         lakectl_path = default_lakectl_config_path(environ)
-    connection = resolve_connection(
-        endpoint=lakefs_section.pop("endpoint", None),
-        access_key_id=lakefs_section.pop("access_key_id", None),
-        secret_access_key=lakefs_section.pop("secret_access_key", None),
-        connect_timeout=lakefs_section.pop("connect_timeout", None),
-        read_timeout=lakefs_section.pop("read_timeout", None),
-        environ=environ,
-        lakectl_config_path=lakectl_path,
-        extra=lakefs_section,
-    )
+    # Every problem at once, the whole file's before the credentials': an unknown key or a bad
+    # duration must not wait for the operator to fix the connection first.
+    problems: list[str] = []
+    try:
+        model.model_validate({"lakefs": _PLACEHOLDER_CONNECTION, **merged})
+    except ValidationError as e:
+        problems.append(_describe(e))
+    try:
+        connection = resolve_connection(
+            endpoint=lakefs_section.pop("endpoint", None),
+            access_key_id=lakefs_section.pop("access_key_id", None),
+            secret_access_key=lakefs_section.pop("secret_access_key", None),
+            connect_timeout=lakefs_section.pop("connect_timeout", None),
+            read_timeout=lakefs_section.pop("read_timeout", None),
+            environ=environ,
+            lakectl_config_path=lakectl_path,
+            extra=lakefs_section,
+        )
+    except ConfigError as e:
+        problems.append(str(e))
+    if problems:
+        raise ConfigError("invalid settings: " + "; ".join(problems))
     try:
         return model.model_validate({"lakefs": connection, **merged})
-    except ValidationError as e:
+    except ValidationError as e:  # pragma: no cover - validated above with a placeholder connection
         raise ConfigError(f"invalid settings: {_describe(e)}") from e
+
+
+#: stands in for the lakeFS connection while the other sections are validated
+_PLACEHOLDER_CONNECTION = LakeFSConnection.model_construct(
+    endpoint="http://placeholder/api/v1", access_key_id="placeholder", secret_access_key=SecretStr("x")
+)
 
 
 def load_storage_settings(
@@ -266,6 +284,8 @@ def _read_config_file(path: Path) -> dict[str, Any]:
         doc = yaml.safe_load(path.read_text(encoding="utf-8"))
     except FileNotFoundError as e:
         raise ConfigError(f"config file {path} does not exist") from e
+    except yaml.MarkedYAMLError as e:
+        raise ConfigError(f"config file {path}: {_yaml_problem(e)}") from e
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as e:
         raise ConfigError(f"cannot read config file {path}: {e}") from e
     if doc is None:
@@ -276,6 +296,15 @@ def _read_config_file(path: Path) -> dict[str, Any]:
     if unknown:
         raise ConfigError(f"config file {path}: unknown section(s) {unknown}; expected {list(_SECTIONS)}")
     return doc
+
+
+def _yaml_problem(error: yaml.MarkedYAMLError) -> str:
+    """``line 3, column 7: mapping values are not allowed here``: PyYAML's text is several lines
+    about a ``"<unicode string>"``; an operator needs where, in the file they edit, and what."""
+    mark = error.problem_mark or error.context_mark
+    problem = error.problem or error.context or "not valid YAML"
+    where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+    return f"{where}{problem}"
 
 
 def _from_environment(environ: Mapping[str, str]) -> dict[str, Any]:
@@ -321,5 +350,6 @@ def _describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
         where = ".".join(str(p) for p in item["loc"])
-        parts.append(f"{where}: {item['msg']}")
+        message = "unknown key" if item["type"] == "extra_forbidden" else item["msg"]
+        parts.append(f"{where}: {message}")
     return "; ".join(parts)

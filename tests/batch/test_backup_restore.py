@@ -187,7 +187,7 @@ def test_resume_conflict_and_refusals(
     # someone wrote new data at a marked address after the sweep: restore keeps it
     store.put(first, b"newer data")
     line = copy(local_env, capsys, "restore", mark_id, str(root))
-    assert counts(line) == (len(GARBAGE) - 1, 0, 0, 1, 0) and line["exit_code"] == 1
+    assert counts(line) == (len(GARBAGE) - 1, 0, 0, 1, 0) and line["exit_code"] == 9
     assert store.get(first) == b"newer data"
     table = read_copy_report(ReportDir(store.location, mark_id, store.options), "restore")
     (error,) = [r["error"] for r in table.to_pylist() if r["outcome"] == "conflict"]
@@ -197,14 +197,14 @@ def test_resume_conflict_and_refusals(
     line_code, _, err = run_cli(
         capsys, "backup", "--repo", REPO, "--mark-id", "nope", "--to", str(root), *local_env.args()
     )
-    assert line_code == 1 and "does not exist" in err
+    assert line_code == 3 and "does not exist" in err
     failed = local_env.storage_root / REPO / report_dir("failedmark")
     failed.mkdir(parents=True)
     (failed / "summary.json").write_text('{"run_id":"failedmark","success":false}')
     line_code, _, err = run_cli(
         capsys, "backup", "--repo", REPO, "--mark-id", "failedmark", "--to", str(root), *local_env.args()
     )
-    assert line_code == 1 and "failed run" in err
+    assert line_code == 10 and "failed run" in err
     inside = str(local_env.storage_root / REPO / "backups")
     line_code, _, err = run_cli(
         capsys, "backup", "--repo", REPO, "--mark-id", mark_id, "--to", inside, *local_env.args()

@@ -10,6 +10,7 @@ only a pending one, a too old one, one of another bucket, a corrupt data file: e
 
 from __future__ import annotations
 
+import gzip
 import json
 import uuid
 from collections.abc import Iterator
@@ -293,3 +294,28 @@ def test_inventory_mark_equals_listing_mark_azure(
     )  # fmt: skip
     summary = same_marks(case, capsys, destination)
     assert summary["candidates"]["flavour"] == "azure" and summary["candidates"]["data_files"] == 2
+
+
+#: garbage written straight into the namespace, named the ways S3 Inventory CSV encoding can confuse
+TRICKY_GARBAGE = ["data/s0/a b", "data/s0/a+b", "data/s0/a%2Bb", "data/s0/a%20b", "data/s0/ü +%#"]
+
+
+def test_csv_inventory_keys_mark_the_exact_objects(local_env: GcEnv, capsys: Capsys, tmp_path: Path) -> None:
+    """A space (`+` in S3 CSV), a plus (`%2B`), literal `%2B`/`%20` names: marked exactly as they are."""
+    case = build_case(local_env, f"local://{REPO}")
+    store = local_env.store(case.namespace)
+    for key in TRICKY_GARBAGE:
+        store.put(key, key.encode())
+    destination = str(tmp_path / "inventory")
+    manifest = generate(case, destination, flavour="s3", format="csv")
+    data = s3.load_manifest(pafs.LocalFileSystem(), manifest).files
+    assert any(b"data/s0/a+b" in gzip.decompress(Path(f.path).read_bytes()) for f in data)
+    code, out, err = run_cli(capsys, "inventory", "show", destination, "--rows", "100", "--output", "json")
+    assert code == 0, err
+    shown = {r["key"].rsplit(f"/{REPO}/", 1)[-1] for r in out[0]["rows"]}  # keys under the local root
+    assert set(TRICKY_GARBAGE) <= shown
+    code, inventory, err = case.mark(capsys, "--inventory", destination)
+    assert code == 0, err
+    marked = set(case.marked(str(inventory["mark_id"])))
+    assert set(TRICKY_GARBAGE) <= marked
+    assert marked - set(TRICKY_GARBAGE) == case.garbage

@@ -41,7 +41,7 @@ GARBAGE = sorted(name for name, survives in EXPECTED_SURVIVORS.items() if not su
 UNCOMMITTED = r"/gc/prepare_uncommited$"
 #: 6 of the 10 listed objects are garbage: above the default --max-delete-fraction (0.5)
 ALLOW = ("--max-delete-fraction", "0.9")
-CONFIG_ERROR = 3
+REFUSED = 10  # a safety guard refused: nothing deleted
 
 
 @dataclass
@@ -217,7 +217,7 @@ def test_a_stale_mark_is_swept_only_when_revalidated(
     before = marked.existing()
 
     code, result, err = marked.sweep(capsys, "--no-revalidate", *ALLOW)
-    assert code == CONFIG_ERROR and result == {}
+    assert code == REFUSED and result == {}
     assert f"refusing to sweep mark {marked.mark_id} of {REPO} without revalidation: it is 10d" in err
     assert "--max-mark-age 7d" in err and "Drop --no-revalidate" in err
     assert marked.existing() == before and not (marked.report / "swept").exists()
@@ -241,7 +241,7 @@ def test_a_tiny_max_mark_age(marked: Marked, capsys: pytest.CaptureFixture[str])
     """The real clock: a mark a few seconds old is stale for --max-mark-age 1s."""
     age_summary(marked, 2 / 86400)
     code, _, err = marked.sweep(capsys, "--no-revalidate", "--max-mark-age", "1s", *ALLOW)
-    assert code == CONFIG_ERROR and "without revalidation" in err
+    assert code == REFUSED and "without revalidation" in err
     assert marked.existing() == set(EXPECTED_SURVIVORS)
 
 
@@ -252,18 +252,18 @@ def test_max_delete_fraction_refuses_and_force_overrides(
     marked: Marked, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, result, err = marked.sweep(capsys)  # default 0.5; 6 of 10 after revalidation (nothing saved)
-    assert code == CONFIG_ERROR and result == {}
+    assert code == REFUSED and result == {}
     assert "it would delete 6 of the 10 objects the mark listed in the namespace (60.0%)" in err
     assert "more than --max-delete-fraction 0.5 (50%)" in err and "pass --force" in err
     assert marked.existing() == set(EXPECTED_SURVIVORS) and not (marked.report / "swept").exists()
 
     code, _, err = marked.sweep(capsys, "--no-revalidate", "--max-delete-fraction", "0.55")
-    assert code == CONFIG_ERROR and "--max-delete-fraction 0.55 (55%)" in err
+    assert code == REFUSED and "--max-delete-fraction 0.55 (55%)" in err
 
     # a mark that does not say how many objects it listed (lakeFS's Scala job) cannot be checked
     marked.rewrite_summary(num_listed_objects=None)
     code, _, err = marked.sweep(capsys, *ALLOW)
-    assert code == CONFIG_ERROR and "no num_listed_objects" in err and "--force" in err
+    assert code == REFUSED and "no num_listed_objects" in err and "--force" in err
     assert marked.existing() == set(EXPECTED_SURVIVORS)
 
     code, result, err = marked.sweep(capsys, "--force")
@@ -330,7 +330,7 @@ def test_mark_age(summary: dict[str, Any], age: timedelta) -> None:
 def test_stale_or_unknown_age(summary: dict[str, Any]) -> None:
     with pytest.raises(SweepRefusedError, match="without revalidation") as refused:
         check_mark_age(summary, GcOptions(revalidate=False), now=NOW, where="mark m")
-    assert refused.value.exit_code == CONFIG_ERROR
+    assert refused.value.exit_code == REFUSED
     revalidated = check_mark_age(summary, GcOptions(), now=NOW, where="mark m")  # allowed: no raise
     assert revalidated is None or revalidated > GcOptions().max_mark_age
 
@@ -365,7 +365,7 @@ def test_an_object_rewritten_after_the_cutoff_is_refused(
 
     code, result, err = marked.sweep(capsys, *ALLOW)
 
-    assert code == 1, err  # a failed key is reported, and the exit status says so
+    assert code == 9, err  # a failed key is reported, and the exit status says so
     assert (result["deleted"], result["missing"], result["failed"]) == (len(GARBAGE) - 1, 0, 1)
     assert rewritten in marked.existing()
     outcomes = marked.swept()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import json
+import logging
 import re
 import time
 from collections.abc import Iterator
@@ -99,8 +100,10 @@ def run_sweep(env: GcEnv, capsys: pytest.CaptureFixture[str], *flags: str) -> tu
         # the repository has no GC rules and the mark no num_listed_objects: throttling alone here
         "--no-revalidate", "--max-mark-age", "3650d", "--force",
     )  # fmt: skip
-    with capsys.disabled():  # shown with -s: what throttling costs
-        print(f"\nsweep {' '.join(flags)}: {time.monotonic() - started:.2f}s, {lines[-1:]}")
+    # what throttling costs, in the log (shown with `-o log_cli=true`), not in the suite's output
+    logging.getLogger(__name__).info(
+        "sweep %s: %.2fs, %s", " ".join(flags), time.monotonic() - started, lines[-1:]
+    )
     assert lines, err
     return code, lines[0], err
 
@@ -154,7 +157,7 @@ def test_keys_throttled_past_the_budget_fail_and_are_never_lost(
 
     code, result, err = run_sweep(throttled_env, capsys, "--sweep-max-retries", "0")
 
-    assert code == 1, err  # some deletions failed
+    assert code == 9, err  # some deletions failed (partial)
     rows = swept_rows(moto, s3_bucket, prefix)
     assert sorted(r["address"] for r in rows) == sorted(GARBAGE)
     failed = {r["address"] for r in rows if r["outcome"] == "failed"}

@@ -9,9 +9,12 @@ import sys
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lakefs_gc.cli.main import main
 from lakefs_gc.sstable import TableWriter
+from lakefs_gc.testing.servers import AzuriteServer, MotoServer
+from tests.object_stores import blob_service, s3_client
 
 
 def dump(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
@@ -113,12 +116,12 @@ def test_properties(capsys: pytest.CaptureFixture[str], lakefs_sstables: Path) -
     assert code == 0 and "estimated_size_bytes" in out
 
 
-@pytest.mark.parametrize("name", ["h.ldb", "missing.sst"])
-def test_bad_input_one_line_error_exit_2(
-    capsys: pytest.CaptureFixture[str], pebble_testdata: Path, name: str
+@pytest.mark.parametrize(("name", "status"), [("h.ldb", 8), ("missing.sst", 6)])
+def test_bad_input_one_line_error(
+    capsys: pytest.CaptureFixture[str], pebble_testdata: Path, name: str, status: int
 ) -> None:
     code, out, err = dump(capsys, str(pebble_testdata / name))
-    assert code == 2 and out == ""
+    assert code == status and out == ""
     assert len(err.strip().splitlines()) == 1
     assert err.startswith("lakefs-gc: error: ") and name in err
 
@@ -131,7 +134,7 @@ def test_corrupt_block_in_the_middle(
     path = tmp_path / "corrupt.sst"
     path.write_bytes(bytes(data))
     code, _out, err = dump(capsys, str(path))
-    assert code == 2
+    assert code == 8
     assert "checksum mismatch" in err and "byte offset" in err and len(err.strip().splitlines()) == 1
 
 
@@ -148,4 +151,39 @@ def test_console_script_help_and_exit_codes(lakefs_sstables: Path, pebble_testda
     bad = subprocess.run(
         [*exe, "sstable", "dump", str(pebble_testdata / "h.ldb")], capture_output=True, text=True
     )
-    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert bad.returncode == 8 and "Traceback" not in bad.stderr
+
+
+def test_dump_of_a_range_in_a_namespace_on_every_store(
+    capsys: pytest.CaptureFixture[str],
+    lakefs_sstables: Path,
+    tmp_path: Path,
+    moto: MotoServer,
+    s3_bucket: str,
+    azurite: AzuriteServer,
+    azure_container: str,
+) -> None:
+    """``<namespace>/_lakefs/<range-id>`` as the README shows it: local://, s3:// and Azure URLs."""
+    data = (lakefs_sstables / "range.sst").read_bytes()
+    (tmp_path / "repo" / "_lakefs").mkdir(parents=True)
+    (tmp_path / "repo" / "_lakefs" / "r1").write_bytes(data)
+    s3_client(moto).put_object(Bucket=s3_bucket, Key="repo/_lakefs/r1", Body=data)
+    blob_service(azurite).get_container_client(azure_container).upload_blob("repo/_lakefs/r1", data)
+    config = tmp_path / "gc.yaml"
+    creds = {"access_key_id": moto.access_key_id, "secret_access_key": moto.secret_access_key}
+    config.write_text(yaml.safe_dump({"storage": {"s3": creds}}))
+    account = "https://devstoreaccount1.blob.core.windows.net"
+    cases = [
+        ["local://repo/_lakefs/r1", "--local-root", str(tmp_path)],
+        [f"s3://{s3_bucket}/repo/_lakefs/r1", "--config", str(config), "--s3-endpoint", moto.endpoint_url,
+         "--s3-region", moto.region],
+        [f"{account}/{azure_container}/repo/_lakefs/r1", "--azure-blob-endpoint", azurite.blob_endpoint,
+         "--azure-account-key", azurite.account_key],
+    ]  # fmt: skip
+    expected = dump(capsys, str(lakefs_sstables / "range.sst"))[1]
+    for argv in cases:
+        code, out, err = dump(capsys, *argv)
+        assert (code, err) == (0, ""), argv
+        assert out == expected and len(out.splitlines()) == 2
+    code, out, err = dump(capsys, f"s3://{s3_bucket}/repo/_lakefs/nope", *cases[1][1:])
+    assert code == 6 and "no such object" in err and out == ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -111,6 +112,16 @@ def test_each_delivery_once_and_only_good_ones(ingest: Ingest) -> None:
     assert all(not a.startswith("_lakefs/") for _, a, _ in rows)
     assert ("alpha", "data/s1/obj-0 +%#ü", first) in rows and ("beta", "data/s2/obj-4 +%#ü", second) in rows
     assert not any(r[2] == bad for r in rows)
+
+
+def test_s3_csv_keys_reach_the_table_exactly(ingest: Ingest) -> None:
+    """S3 CSV keys are form-encoded (``+`` is a space, ``%2B`` a plus): the table holds the real keys."""
+    manifest = deliver(ingest.dest, 1, "s3", "csv")
+    data = sorted((ingest.dest / "bkt" / "daily" / "data").iterdir())
+    assert b"+%2B%25%23" in gzip.decompress(data[0].read_bytes())  # ' +%#' as S3 writes it
+    assert ingest.run() == ["ingested 2026-11-02T06-00Z"]
+    addresses = {a for _, a, d in table_rows(ingest) if d == manifest}
+    assert addresses == {f"data/s1/obj-{i} +%#ü" for i in range(5)}
 
 
 def test_every_kind_of_bad_input_rejected_beside_a_good_delivery(ingest: Ingest, tmp_path: Path) -> None:

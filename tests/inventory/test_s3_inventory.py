@@ -116,17 +116,29 @@ def test_manifest_keys_are_bucket_relative_and_mapped_without_bucket_root(tmp_pa
     assert delivery.files[0].path == str(tmp_path / "dest-bucket") + "/" + doc["files"][0]["key"]
 
 
-def test_csv_keys_are_percent_encoded_and_plus_is_literal(tmp_path: Path) -> None:
+def test_csv_keys_are_form_encoded_as_s3_writes_them(tmp_path: Path) -> None:
     manifest = write(tmp_path, keys=["a b+c%d#e/ü"])
     delivery = load_manifest(pafs.LocalFileSystem(), manifest)
     text = gzip.decompress(Path(delivery.files[0].path).read_bytes()).decode()
-    assert text.startswith('"src","a%20b%2Bc%25d%23e/%C3%BC","0","2026-02-01T12:00:00.123Z","etag0"')
+    assert text.startswith('"src","a+b%2Bc%25d%23e/%C3%BC","0","2026-02-01T12:00:00.123Z","etag0"')
 
-    # a literal '+' in a report is a plus, not a space (decoded with unquote, not unquote_plus)
-    body = '"src","x+y%20z","1","2026-02-01T12:00:00.000Z","e"\n'
+
+@pytest.mark.parametrize(
+    ("written", "key"),
+    [
+        ("repos/r1/data/s0/a+b", "repos/r1/data/s0/a b"),  # S3's own spelling of a space
+        ("repos/r1/data/s0/a%20b", "repos/r1/data/s0/a b"),  # the percent spelling still decodes
+        ("repos/r1/data/s0/a%2Bb", "repos/r1/data/s0/a+b"),  # a literal plus
+        ("x+y%20z%2Bw%25", "x y z+w%"),
+        ("plain/key", "plain/key"),
+    ],
+)
+def test_csv_keys_are_decoded_with_form_rules(tmp_path: Path, written: str, key: str) -> None:
+    manifest = write(tmp_path)
+    body = f'"src","{written}","1","2026-02-01T12:00:00.000Z","e"\n'
     _rewrite_data(tmp_path, manifest, gzip.compress(body.encode()))
     table = read_all(pafs.LocalFileSystem(), load_manifest(pafs.LocalFileSystem(), manifest))
-    assert table.column("key").to_pylist() == ["x+y z"]
+    assert table.column("key").to_pylist() == [key]
 
 
 def versioned_rows() -> pa.Table:

@@ -3,6 +3,7 @@ decides to do when (with a fake clock and fake mark/sweep ports that record thei
 
 from __future__ import annotations
 
+import socket
 import threading
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -95,6 +96,33 @@ def test_status_endpoints_answer_what_the_probes_say() -> None:
         assert missing.value.code == 404
     finally:
         server.stop()
+
+
+def _status_server(port: int) -> StatusServer:
+    return StatusServer(
+        Metrics(), host="127.0.0.1", port=port, health=lambda: (True, {}), ready=lambda: (True, {})
+    ).start()
+
+
+def test_a_restart_gets_its_port_back_and_a_taken_port_is_an_error() -> None:
+    """Right after a scraped run (its connections in TIME_WAIT) the port is free to bind again;
+    a port another process listens on fails with a message, and the service never moves."""
+    first = _status_server(0)
+    port = first.port
+    with socket.create_connection(("127.0.0.1", port)) as scraper:
+        scraper.sendall(b"GET /metrics HTTP/1.0\r\n\r\n")
+        while scraper.recv(65536):  # the server closes first: its side of the connection is in TIME_WAIT
+            pass
+    first.stop()
+    with socket.socket() as plain, pytest.raises(OSError):
+        plain.bind(("127.0.0.1", port))  # what the old free-port probe did, and why it moved the port
+    again = _status_server(port)
+    try:
+        assert again.port == port and probe(again.url, "/healthz")[0] == 200
+        with pytest.raises(ConfigError, match=rf"cannot serve metrics on 127.0.0.1:{port}: .*--metrics-port"):
+            _status_server(port)
+    finally:
+        again.stop()
 
 
 def test_a_service_is_healthy_but_not_ready_before_it_started(spark: SparkSession, tmp_path: Path) -> None:

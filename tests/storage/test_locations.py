@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from lakefs_gc.errors import StorageError
+from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.storage.locations import (
     StorageLocation,
     parse_location,
@@ -96,7 +96,7 @@ def test_local_location_derived_from_a_namespace_resolves_under_the_root() -> No
 
 
 def test_local_needs_a_root_and_cannot_escape_it() -> None:
-    with pytest.raises(StorageError, match=r"blockstore\.local\.path"):
+    with pytest.raises(ConfigError, match=r"--local-root .*blockstore\.local\.path"):
         parse_storage_namespace("local://repo1")
     with pytest.raises(StorageError, match="outside the local blockstore root"):
         parse_storage_namespace("local://../etc", local_root="/lakefs/data")

@@ -13,6 +13,7 @@ import os
 import textwrap
 from typing import Any
 
+from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
     add_settings_options,
@@ -20,7 +21,7 @@ from lakefs_gc.cli.options import (
     progress,
     settings_from_args,
 )
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 
 EPILOG = (
     SETTINGS_EPILOG
@@ -45,12 +46,14 @@ parquet: address, outcome, error, size; backup.json / restore.json name the late
 
 Nothing is deleted or overwritten. Only a successful mark can be backed up or restored; restore
 writes only the addresses the mark listed, never under _lakefs/ or outside the namespace.
-Killed or failed part-way, run the same command again: it resumes.
+Killed or failed part-way, run the same command again: it resumes. Exit status 9 when objects
+failed or conflicted (restore: or were missing from both sides); 10 for a failed mark; 3 for a
+mark that does not exist or a backup location overlapping the namespace.
 
-exit codes: 0 ok; 1 some objects failed or conflicted (restore: or were missing from both
-sides), or the mark is missing or failed (one-line error); 3 bad settings (e.g. a backup location
-overlapping the namespace); 4 lakeFS error; 6 storage error.
 """
+    + exit_status_help(
+        ExitCode.LAKEFS, ExitCode.EXPORT, ExitCode.STORAGE, ExitCode.PARTIAL, ExitCode.REFUSED, ExitCode.SPARK
+    )
 )
 
 COMMANDS: dict[str, tuple[str, str, str, str]] = {
@@ -120,7 +123,7 @@ def run_command(command: str, args: argparse.Namespace) -> int:
     else:
         result = restore_run(spark, settings, args.repo, args.mark_id, source=args.location, **options)
     _print(result, args.output)
-    return 0 if result.ok else 1
+    return ExitCode.OK if result.ok else ExitCode.PARTIAL
 
 
 def _print(result: Any, output: str) -> None:

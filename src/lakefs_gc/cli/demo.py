@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from lakefs_gc.testing.demo import DemoCheck, Scenario
 
 #: exit status when the GC did not do what the demo expects
-EXIT_EXPECTATIONS_FAILED = 1
+EXIT_EXPECTATIONS_FAILED = ExitCode.CHECK_FAILED
 
 DESCRIPTION = """\
 Run a complete garbage collection on a demo repository, locally, in about a minute.
@@ -52,8 +52,8 @@ a table (object, what happened to it, expected fate, actual fate, why) and check
 
 EPILOG = """\
 exit status: 0 when every object met its expected fate and nothing else was touched;
-  1 when an expectation failed (each failure is printed on stderr); 3 for bad options;
-  other non-zero codes when lakefs-gc itself failed (the error is printed on stderr).
+  11 when an expectation failed (each failure is printed on stderr); 2 or 3 for bad options;
+  the other codes of `lakefs-gc --help` when lakefs-gc itself failed (printed on stderr).
 
 examples:
   lakefs-gc demo                          # temporary directory, removed at the end
@@ -213,19 +213,6 @@ def _workdir(keep: Path | None) -> Iterator[Path]:
 
 #: Spark's own chatter (start-up banners, WARNs about the host name, progress bars) would bury the
 #: story on a first run; errors still reach stderr.
-QUIET_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
-logger.gateway.level = error
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex
-"""
-
-
 @contextmanager
 def _spark_session(master: str | None, say: Callable[[str], None]) -> Iterator[SparkSession]:
     """This process's Spark session if it has one (left running), else a new, quiet one (stopped after)."""
@@ -236,17 +223,16 @@ def _spark_session(master: str | None, say: Callable[[str], None]) -> Iterator[S
         say("      using the Spark session already running in this process")
         yield existing
         return
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.session import QUIET, build_session
 
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="lakefs-gc-demo-log4j-") as tmp:
-        log4j = Path(tmp) / "log4j2.properties"
-        log4j.write_text(QUIET_LOG4J2)
-        conf = {
-            "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={log4j.as_uri()}",
-            "spark.ui.showConsoleProgress": "false",
-        }
-        spark = build_session("lakefs-gc demo", environ=os.environ, master=master, conf=conf)
+    spark = build_session(
+        "lakefs-gc demo",
+        environ=os.environ,
+        master=master,
+        conf={"spark.log.level": "ERROR"},
+        log_config=QUIET,
+    )
     say(f"      Spark {spark.version} ready in {time.monotonic() - started:.1f}s")
     try:
         yield spark

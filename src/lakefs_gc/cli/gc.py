@@ -15,6 +15,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
     add_settings_options,
@@ -22,7 +23,8 @@ from lakefs_gc.cli.options import (
     progress,
     settings_from_args,
 )
-from lakefs_gc.errors import ConfigError, GcError
+from lakefs_gc.cli.preflight import preflight
+from lakefs_gc.errors import ConfigError, ExitCode, GcError
 from lakefs_gc.settings import GcSettings
 
 EPILOG = (
@@ -62,13 +64,25 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+_MARK_EXITS = (ExitCode.LAKEFS, ExitCode.EXPORT, ExitCode.STORAGE, ExitCode.INVENTORY, ExitCode.CORRUPT_RANGE,
+               ExitCode.SPARK)  # fmt: skip
+_SWEEP_EXITS = (ExitCode.LAKEFS, ExitCode.EXPORT, ExitCode.STORAGE, ExitCode.PARTIAL, ExitCode.REFUSED,
+                ExitCode.SPARK)  # fmt: skip
+#: the exit statuses each command can end with (besides the common ones)
+EXIT_CODES: dict[str, tuple[ExitCode, ...]] = {
+    "mark": _MARK_EXITS,
+    "sweep": _SWEEP_EXITS,
+    "run": _MARK_EXITS + _SWEEP_EXITS,
+}
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     for name, (summary, description) in COMMANDS.items():
         parser = commands.add_parser(
             name,
             help=summary,
             description=description,
-            epilog=EPILOG,
+            epilog=EPILOG + "\n" + exit_status_help(*EXIT_CODES[name]),
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         _add_options(parser, name)
@@ -81,10 +95,11 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
         "--repo", action="append", dest="repos", metavar="REPO",
         help="repository to collect (repeat for several; default: repositories in the config)",
     )  # fmt: skip
-    target.add_argument(
-        "--mark-id", action="append", dest="mark_ids", metavar="MARK_ID",
-        help="sweep: the mark to sweep, one per --repo in the same order",
-    )  # fmt: skip
+    if command == "sweep":
+        target.add_argument(
+            "--mark-id", action="append", dest="mark_ids", metavar="MARK_ID",
+            help="the mark to sweep (printed by `mark`), one per --repo in the same order",
+        )  # fmt: skip
     if command == "run":
         target.add_argument("--yes", "-y", action="store_true", help="do not ask before deleting")
     groups = add_settings_options(parser)
@@ -112,7 +127,7 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "Throttling answers (S3 SlowDown/503, Azure ServerBusy/503) are retried with exponential backoff\n"
         "and full jitter, and halve a task's requests in flight; good answers raise them again up to\n"
         "--sweep-concurrency. A key still throttled after --sweep-max-retries is reported failed in\n"
-        "swept/ (exit code 1), never dropped; sweeping the same mark again deletes it.",
+        "swept/ (exit code 9), never dropped; sweeping the same mark again deletes it.",
     )
     sweep.add_argument(
         "--sweep-concurrency", type=int, metavar="N",
@@ -133,7 +148,7 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "is referenced again, e.g. by a branch created from an expired commit since the mark. If lakeFS\n"
         "cannot answer, nothing is deleted. A mark older than --max-mark-age is swept only so revalidated.\n"
         "A sweep that would delete more than --max-delete-fraction of the objects the mark listed is\n"
-        "refused unless --force. Refusals delete nothing and exit with code 3.",
+        "refused unless --force. Refusals delete nothing and exit with code 10.",
     )
     rails.add_argument(
         "--no-revalidate", dest="revalidate", action="store_const", const=False, default=None,
@@ -216,21 +231,27 @@ def run_command(command: str, args: argparse.Namespace) -> int:
     environ = dict(os.environ)
     settings = gc_settings(args, environ)
     repositories = list(settings.repositories)
-    mark_ids = list(args.mark_ids or [])
+    mark_ids = list(getattr(args, "mark_ids", None) or [])
     validate_run_mode(command, repositories, mark_ids)
     confirm = _confirmer(command, args)
-    from lakefs_gc.spark.session import build_session
-
-    progress("starting Spark")
-    spark = build_session(
-        "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
-    )
+    checked = preflight(settings, command, repositories, mark_ids)  # before Spark: fail in a second
+    failures = [e for _, e in checked.failures]
+    if len(repositories) == 1 and failures:
+        raise failures[0]
+    for repository, error in checked.failures:
+        print(f"lakefs-gc: error: {repository}: {error}", file=sys.stderr)
     printer = _Printer(args.output)
-    failures: list[GcError] = []
-    for index, repository in enumerate(repositories):
+    if checked.ready:
+        from lakefs_gc.spark.session import build_session
+
+        progress("starting Spark")
+        spark = build_session(
+            "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
+        )
+    for repository, mark_id in checked.ready:
         try:
-            if command == "sweep":
-                _sweep(spark, settings, repository, mark_ids[index], printer, force=args.force)
+            if mark_id is not None:
+                _sweep(spark, settings, repository, mark_id, printer, force=args.force)
             else:
                 _mark_and_maybe_sweep(spark, settings, repository, command, printer, confirm, args)
         except GcError as e:
@@ -319,7 +340,7 @@ class _Printer:
 
     def sweep(self, result: Any) -> None:
         if result.failed:
-            self.exit_code = 1
+            self.exit_code = ExitCode.PARTIAL
         if self.json:
             self._line(
                 command="sweep", repository=result.repository, mark_id=result.mark_id, deleted=result.deleted,

@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow.compute as pc
 import pyarrow.fs as pafs
 
-from lakefs_gc.cli.inventory_ingest import register_ingest
+from lakefs_gc.cli.exits import exit_status_help
+from lakefs_gc.cli.inventory_ingest import EXIT_CODES, register_ingest
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
     add_settings_options,
@@ -29,6 +30,7 @@ from lakefs_gc.cli.options import (
     storage_settings_from_args,
 )
 from lakefs_gc.cli.sstable import write_rows
+from lakefs_gc.errors import ExitCode
 from lakefs_gc.inventory.azure import verify_delivery as verify_azure_delivery
 from lakefs_gc.inventory.delivery import Delivery, DiscoveryResult, Flavour, InventoryError, check_data_files
 from lakefs_gc.inventory.discovery import FLAVOURS, discover, flavour_module, open_destination, read_rows
@@ -56,8 +58,6 @@ layouts (both are found under a destination; always read through the manifest):
                   "Succeeded"; data files (csv, parquet) wherever the manifest's files[] say
   A delivery is complete (usable), pending (not finished yet) or rejected (cannot be trusted:
   checksum, missing or resized data file, unknown format or schema), never "an empty inventory".
-
-exit status: 0 ok; 3 bad settings; 6 storage unreachable; 7 no usable delivery (the reason on stderr).
 """
 
 SHOW_DESCRIPTION = """\
@@ -112,7 +112,7 @@ def add_subcommand(
         name,
         help=summary,
         description=description,
-        epilog=epilog + "\n" + SETTINGS_EPILOG,
+        epilog=epilog + "\n" + SETTINGS_EPILOG + "\n" + exit_status_help(*EXIT_CODES),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     groups = add_settings_options(parser, lakefs=False, spark=False)
@@ -124,7 +124,7 @@ def add_subcommand(
 
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def storage_options(args: argparse.Namespace) -> StorageOptions:

@@ -14,6 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
     add_settings_options,
@@ -21,11 +22,14 @@ from lakefs_gc.cli.options import (
     settings_from_args,
     storage_settings_from_args,
 )
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 from lakefs_gc.inventory.delivery import InventoryError
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.settings import StorageSettings
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+
+#: what the inventory commands can end with (besides the common codes); ingest adds lakeFS and Spark
+EXIT_CODES = (ExitCode.STORAGE, ExitCode.INVENTORY)
 
 DESCRIPTION = """\
 Ingest every complete inventory delivery under DEST that this checkpoint has not ingested yet
@@ -48,8 +52,8 @@ examples:
   lakefs-gc inventory ingest --inventory /tmp/inv --table /tmp/candidates --checkpoint /tmp/ck \\
       --namespace demo=file:///tmp/storage/demo
 
-exit status: 0 all new deliveries ingested (or none new); 7 a delivery was rejected this run
-(the rest were ingested; the reasons are on stderr and in the report); 3 bad settings.
+A run that rejected a delivery exits 7 (the rest were ingested; the reasons are on stderr and in
+the report), so that cron notices.
 """
 
 
@@ -58,7 +62,11 @@ def register_ingest(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
         "ingest",
         help="ingest new inventory deliveries into the candidate table (exactly once)",
         description=DESCRIPTION,
-        epilog=EXAMPLES + "\n" + SETTINGS_EPILOG,
+        epilog=EXAMPLES
+        + "\n"
+        + SETTINGS_EPILOG
+        + "\n"
+        + exit_status_help(*EXIT_CODES, ExitCode.LAKEFS, ExitCode.SPARK),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     what = parser.add_argument_group("what to ingest")

@@ -15,7 +15,8 @@ from collections.abc import Callable, Sequence
 
 from lakefs_gc import __version__
 from lakefs_gc.cli import backup, demo, gc, inventory, serve, sstable, test_server
-from lakefs_gc.errors import GcError
+from lakefs_gc.cli.exits import MEANING, exit_status_help
+from lakefs_gc.errors import ExitCode, GcError
 
 #: set to print the traceback of an error (for bug reports)
 TRACEBACK_ENV = "LAKEFS_GC_TRACEBACK"
@@ -36,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="lakefs-gc",
         description=DESCRIPTION,
+        epilog=exit_status_table(),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"lakefs-gc {__version__}")
@@ -50,13 +52,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_status_table() -> str:
+    """Every exit status and what it means (the README's table)."""
+    return exit_status_help(*MEANING) + "\n`lakefs-gc COMMAND --help` explains each command."
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one command; return its exit status (see :class:`~lakefs_gc.errors.ExitCode`)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # --help/--version (0) or a usage error (2), already printed by argparse
+        return e.code if isinstance(e.code, int) else ExitCode.USAGE
     handler: Handler | None = getattr(args, "handler", None)
     if handler is None:
         parser.print_help(sys.stderr)
-        return 2
+        return ExitCode.USAGE
     try:
         return handler(args)
     except GcError as e:
@@ -68,9 +79,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         # `lakefs-gc sstable dump big.sst | head` is normal use, not an error.
         sys.stderr.close()
         return 0
+    except Exception:  # a bug: say so, with what a report needs
+        traceback.print_exc()
+        print(
+            "lakefs-gc: unexpected error (a bug): please report it with the traceback above", file=sys.stderr
+        )
+        return ExitCode.INTERNAL
     except KeyboardInterrupt:
         print("lakefs-gc: interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
 
 
 if __name__ == "__main__":  # pragma: no cover

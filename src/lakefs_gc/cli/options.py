@@ -29,6 +29,17 @@ settings (each from, in increasing priority: --config file, LAKEFS_GC_* environm
 """
 
 
+class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
+    """Shows ``(default: X)`` only where there is a default to show (never ``None``), and never
+    twice when the help text already names its default."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if action.default in (None, argparse.SUPPRESS) or "default" in text:
+            return text
+        return super()._get_help_string(action) or text
+
+
 def add_settings_options(
     parser: argparse.ArgumentParser, *, lakefs: bool = True, spark: bool = True
 ) -> dict[str, argparse._ArgumentGroup]:

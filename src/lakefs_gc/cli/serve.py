@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, typed_settings_from_args
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from lakefs_gc.service.settings import ServiceSettings
@@ -108,19 +108,17 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
 def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:
     from lakefs_gc.service.app import GcService
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.session import LOG4J2, QUIET, build_session
 
     names = ", ".join(s.name for s in settings.schedules()) or "none"
     progress(f"serving {names}; state in {settings.service.state}")
     conf = dict(settings.spark.conf)
-    with tempfile.TemporaryDirectory(prefix="lakefs-gc-serve-log4j-") as tmp:
-        if quiet_spark:  # the demo: Spark's own warnings would bury the story
-            from lakefs_gc.cli.demo import QUIET_LOG4J2
-
-            log4j = Path(tmp) / "log4j2.properties"
-            log4j.write_text(QUIET_LOG4J2)
-            conf["spark.driver.extraJavaOptions"] = f"-Dlog4j2.configurationFile={log4j.as_uri()}"
-        spark = build_session("lakefs-gc serve", environ=os.environ, master=settings.spark.master, conf=conf)
+    if quiet_spark:  # the demo: Spark's own warnings would bury the story
+        conf.setdefault("spark.log.level", "ERROR")
+    spark = build_session(
+        "lakefs-gc serve", environ=os.environ, master=settings.spark.master, conf=conf,
+        log_config=QUIET if quiet_spark else LOG4J2,
+    )  # fmt: skip
     service = GcService(settings, spark)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: service.request_stop())
@@ -143,7 +141,7 @@ def _serve_demo(args: argparse.Namespace) -> int:
         with demo_setting(workdir) as setting:
             port = 9464 if args.metrics_port is None else args.metrics_port
             config = workdir / "gc.yaml"  # the demo's settings as a config file, to read and reuse
-            body = setting.settings(metrics_port=_free_or_any(port), interval="2m", tick="5s")
+            body = setting.settings(metrics_port=port, interval="2m", tick="5s")
             config.write_text(yaml.safe_dump(body, sort_keys=False))
             progress(
                 f"repository 'demo' (namespace {setting.scenario.namespace_dir}); notifications land "
@@ -164,21 +162,10 @@ def _judge(scenario: Any, status: int) -> int:
     for problem in problems:
         progress(f"demo check FAILED: {problem}")
     if problems:
-        return status or 1
+        return status or ExitCode.CHECK_FAILED
     progress(f"demo check: {deleted} of {garbage} garbage objects deleted, "
              f"all {len(scenario.objects) - garbage} that must survive intact")  # fmt: skip
     return status
-
-
-def _free_or_any(port: int) -> int:
-    import socket
-
-    with socket.socket() as s:
-        try:
-            s.bind(("0.0.0.0", port))
-        except OSError:
-            return 0
-    return port
 
 
 @contextmanager

@@ -8,14 +8,22 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TextIO
 
+from lakefs_gc.cli.exits import exit_status_help
+from lakefs_gc.cli.options import add_settings_options, storage_settings_from_args
+from lakefs_gc.errors import ExitCode, StorageError
 from lakefs_gc.sstable import SSTableReader, iter_metarange, iter_range_entries, table_type
 from lakefs_gc.sstable.catalog import format_rfc3339_ns
 from lakefs_gc.sstable.graveler import METARANGES, RANGES
 from lakefs_gc.sstable.reader import decode_numeric_property
+from lakefs_gc.storage.filesystems import filesystem_for, is_not_found
+from lakefs_gc.storage.locations import parse_location, uri_scheme
 
 DUMP_EPILOG = """\
 output:
@@ -24,8 +32,6 @@ output:
   metaranges  key (the range's max key), range_id, min_key, max_key, count, estimated_size
   other       key, value (tables whose values are not graveler-encoded)
   Bytes that are not valid UTF-8 are printed as hex:<hex>.
-
-exit status: 0 on success, 2 when the file is missing, corrupt or not an SSTable.
 
 examples:
   lakefs-gc sstable dump _lakefs/4a5f...e1 | jq -r .address
@@ -43,10 +49,16 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="print every entry of a range or metarange file, decoded",
         description="Print every entry of a lakeFS range or metarange file (or any RocksDB "
         "block-based table), decoded. Checksums are verified on every block.",
-        epilog=DUMP_EPILOG,
+        epilog=DUMP_EPILOG + "\n" + exit_status_help(ExitCode.STORAGE, ExitCode.CORRUPT_RANGE),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    dump.add_argument("file", metavar="FILE", help="path of the SSTable (e.g. <namespace>/_lakefs/<id>)")
+    dump.add_argument(
+        "file", metavar="FILE",
+        help="the SSTable: a local path, or a URI in a storage namespace's store (local://..., "
+        "s3://bucket/..., https://<account>.blob.core.windows.net/<container>/...), e.g. "
+        "<namespace>/_lakefs/<range-id>",
+    )  # fmt: skip
+    add_settings_options(dump, lakefs=False, spark=False)
     dump.add_argument(
         "--format",
         choices=("jsonl", "table"),
@@ -62,13 +74,39 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     dump.set_defaults(handler=run_dump)
 
 
+@contextmanager
+def _open_table(args: argparse.Namespace) -> Iterator[SSTableReader]:
+    """A reader of ``args.file``: a plain path directly, a URI through the storage settings.
+
+    A file that is not there is a storage error (exit 6); one that is there but not a valid
+    SSTable is a corrupt range (exit 8).
+    """
+    if uri_scheme(args.file) == "":
+        if not Path(args.file).is_file():
+            raise StorageError(f"{args.file}: no such file")
+        with SSTableReader(args.file) as reader:
+            yield reader
+        return
+    storage = storage_settings_from_args(args, dict(os.environ)).storage
+    location = parse_location(args.file, local_root=storage.local_root)
+    fs, path = filesystem_for(location, storage)
+    try:
+        source = fs.open_input_file(path)
+    except OSError as e:
+        if is_not_found(e):
+            raise StorageError(f"{args.file}: no such object") from e
+        raise StorageError(f"{args.file}: cannot open: {e}") from e
+    with source, SSTableReader(source, name=args.file) as reader:
+        yield reader
+
+
 def _usage(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
-    return 2
+    return ExitCode.USAGE
 
 
 def run_dump(args: argparse.Namespace) -> int:
-    with SSTableReader(args.file) as reader:
+    with _open_table(args) as reader:
         if args.properties and args.format == "jsonl":
             rows: Iterator[dict[str, Any]] = iter([_properties(reader)])
         elif args.properties:

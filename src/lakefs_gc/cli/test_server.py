@@ -9,6 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakefs_gc.cli.options import DefaultsHelpFormatter
 from lakefs_gc.durations import parse_duration
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.storage.filesystems import AzureOptions, S3Options, StorageOptions
@@ -77,14 +78,14 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "straight into the server's state and storage, plus a manifest telling, for every physical object, "
         "whether a correct GC must delete it. Serve it afterwards with `lakefs-gc test-server` and the same "
         "--storage-root/--state-dir.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+        formatter_class=DefaultsHelpFormatter,
     )
     synth.add_argument(
         "--storage-root", type=Path, required=True, help="root directory of local:// namespaces"
     )
     synth.add_argument("--state-dir", type=Path, required=True, help="server state directory")
     synth.add_argument("--repository", default="synth", help="repository name")
-    synth.add_argument("--namespace", help="storage namespace (default local://<repository>)")
+    synth.add_argument("--namespace", help="storage namespace (default: local://<repository>)")
     synth.add_argument("--objects", type=int, default=10_000, help="committed objects")
     synth.add_argument("--commits", type=int, default=100, help="commits on main")
     synth.add_argument("--days", type=int, default=30, help="days the history spans")
@@ -94,7 +95,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     synth.add_argument("--retention-days", type=int, default=7, help="default GC retention rule")
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument(
-        "--manifest", type=Path, help="parquet manifest (default <state-dir>/<repository>-manifest.parquet)"
+        "--manifest", type=Path, help="parquet manifest (default: <state-dir>/<repository>-manifest.parquet)"
     )
     synth.set_defaults(handler=run_synth)
 
@@ -166,7 +167,8 @@ def run_synth(args: argparse.Namespace) -> int:
     args.storage_root.mkdir(parents=True, exist_ok=True)
     settings = ServerSettings(storage=StorageOptions(local_root=str(args.storage_root.resolve())))
     spec = SynthSpec(
-        repository=args.repository, namespace=args.namespace, objects=args.objects, commits=args.commits,
+        repository=args.repository, namespace=args.namespace, objects=args.objects,
+        commits=args.commits,
         days=args.days, branches=args.branches, uncommitted=args.uncommitted, garbage=args.garbage,
         retention_days=args.retention_days, seed=args.seed,
     )  # fmt: skip

@@ -31,10 +31,9 @@ SEQUENCER_WIDTH = 64
 class EventFormatError(GcError):
     """A queue message is not a notification we understand: it goes to the dead-letter file.
 
-    The message names what is wrong and where (the field path), never just "bad JSON".
+    The message names what is wrong and where (the field path), never just "bad JSON". It never
+    reaches the CLI: a malformed message is data (dead-lettered), not a failure of the service.
     """
-
-    exit_code = 8
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-from lakefs_gc.errors import GcError
+from lakefs_gc.errors import ExitCode, GcError
 
 REPORTS_PREFIX = "_lakefs/retention/gc/unified"
 
@@ -20,11 +20,25 @@ REPORTS_PREFIX = "_lakefs/retention/gc/unified"
 class MarkReportError(GcError):
     """A mark cannot be swept: missing, failed, or its summary is unreadable."""
 
+    exit_code = ExitCode.EXPORT
+
+
+class UnknownMarkError(MarkReportError):
+    """The mark id names no mark of the repository (a wrong argument, not a broken report)."""
+
+    exit_code = ExitCode.SETTINGS
+
+
+class FailedMarkError(MarkReportError):
+    """The mark did not succeed: it can never be swept (invariant 5), whatever the flags say."""
+
+    exit_code = ExitCode.REFUSED
+
 
 def report_dir(mark_id: str) -> str:
     """Namespace-relative directory of a mark's reports."""
     if not mark_id or "/" in mark_id or mark_id in (".", ".."):
-        raise MarkReportError(f"invalid mark id {mark_id!r}")
+        raise UnknownMarkError(f"invalid mark id {mark_id!r}")
     return f"{REPORTS_PREFIX}/{mark_id}/"
 
 
@@ -76,5 +90,5 @@ def parse_summary(text: str, where: str) -> dict[str, Any]:
     if not isinstance(body, dict) or "run_id" not in body or "success" not in body:
         raise MarkReportError(f"{where}: summary.json lacks run_id/success")
     if body["success"] is not True:
-        raise MarkReportError(f"Provided mark ({body['run_id']}) is of a failed run ({where})")
+        raise FailedMarkError(f"Provided mark ({body['run_id']}) is of a failed run ({where})")
     return body

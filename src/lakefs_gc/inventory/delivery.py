@@ -15,7 +15,7 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakefs_gc.errors import GcError
+from lakefs_gc.errors import ExitCode, GcError
 
 Flavour = Literal["s3", "azure"]
 FileFormat = Literal["csv", "parquet", "orc"]
@@ -35,7 +35,7 @@ INVENTORY_SCHEMA = pa.schema(
 class InventoryError(GcError):
     """A delivery cannot be used: incomplete, corrupt, or not understood. Names file and reason."""
 
-    exit_code = 7
+    exit_code = ExitCode.INVENTORY
 
     #: the manifest of the delivery this error rejects, when known (discovery sets it), so that
     #: an ingest report can name the delivery as well as the file and the reason

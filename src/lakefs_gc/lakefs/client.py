@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from types import TracebackType
-from typing import ClassVar, TypeVar
+from typing import ClassVar, Literal, TypeVar, get_args
 
 import urllib3.exceptions
 from lakefs_sdk.api.config_api import ConfigApi
@@ -41,6 +41,22 @@ from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedPage, collect_uncommitted_dump
 
 _log = logging.getLogger(__name__)
+
+#: The lakeFS calls GC makes, a closed set: the operation names the service's latency and error
+#: metrics are labelled with (ids such as a task, range or metarange go into messages only, never
+#: into a label, or an always-on service would grow one series per mark).
+Operation = Literal[
+    "get repository",
+    "get config",
+    "get garbage collection config",
+    "prepare uncommitted",
+    "start prepare commits (async)",
+    "prepare commits",
+    "prepare commits status",
+    "get metarange",
+    "get range",
+]
+OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
 T = TypeVar("T")
 
@@ -98,7 +114,7 @@ class LakeFSClient:
 
     #: called after every API call (with its retries) as ``observer(operation, seconds, failed)``;
     #: the service sets it to feed its latency and error metrics (driver-side calls only)
-    observer: ClassVar[Callable[[str, float, bool], None] | None] = None
+    observer: ClassVar[Callable[[Operation, float, bool], None] | None] = None
 
     def __init__(
         self,
@@ -282,11 +298,12 @@ class LakeFSClient:
         delay = polling.initial_delay
         while True:
             status = self._call(
-                f"prepare commits status (task {task_id})",
+                "prepare commits status",
                 repository,
                 lambda: self._internal.prepare_garbage_collection_commits_status(
                     repository, task_id, _request_timeout=self._timeout
                 ),
+                detail=f"(task {task_id})",
             )
             if status.completed:
                 return _task_outcome(repository, task_id, status)
@@ -304,18 +321,20 @@ class LakeFSClient:
     def meta_range_location(self, repository: str, meta_range_id: str) -> str:
         """Where the metarange file lives; usually ``_lakefs/<id>`` relative to the namespace."""
         uri = self._call(
-            f"get metarange {meta_range_id}",
+            "get metarange",
             repository,
             lambda: self._metadata.get_meta_range(repository, meta_range_id, _request_timeout=self._timeout),
+            detail=meta_range_id,
         )
         return str(uri.location)
 
     def range_location(self, repository: str, range_id: str) -> str:
         """Where the range file lives; usually ``_lakefs/<id>`` relative to the namespace."""
         uri = self._call(
-            f"get range {range_id}",
+            "get range",
             repository,
             lambda: self._metadata.get_range(repository, range_id, _request_timeout=self._timeout),
+            detail=range_id,
         )
         return str(uri.location)
 
@@ -323,13 +342,16 @@ class LakeFSClient:
 
     def _call(
         self,
-        operation: str,
+        operation: Operation,
         repository: str | None,
         fn: Callable[[], T],
         *,
+        detail: str = "",
         retry_if: Callable[[BaseException], bool] = is_retryable,
     ) -> T:
-        where = f"lakeFS {operation}" + (f" for repository {repository!r}" if repository else "")
+        """``fn`` with retries; failures translated; the observer told ``operation`` (never ``detail``)."""
+        where = f"lakeFS {operation}" + (f" {detail}" if detail else "")
+        where += f" for repository {repository!r}" if repository else ""
         started, failed = time.monotonic(), True
         try:
             result = self._retry.call(fn, describe=where, retry_if=retry_if)

@@ -165,7 +165,8 @@ def resolve_connection(
     try:
         return LakeFSConnection.model_validate(fields)
     except ValidationError as e:
-        raise ConfigError(f"invalid lakeFS connection settings: {e}") from e
+        problems = "; ".join(f"lakefs.{'.'.join(map(str, i['loc']))}: {i['msg']}" for i in e.errors())
+        raise ConfigError(f"invalid lakeFS connection settings: {problems}") from e
 
 
 def _first_non_blank(*values: str | None) -> str | None:

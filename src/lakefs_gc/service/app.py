@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.service.candidates import CandidateSets
@@ -116,7 +116,7 @@ class GcService:
                 if error is not None or not query.isActive:
                     self._query_died(query, error)
                     self.stop()
-                    return 1
+                    return ExitCode.SPARK
         self.stop()
         return 0
 

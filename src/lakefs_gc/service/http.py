@@ -26,7 +26,13 @@ Probe = Callable[[], tuple[bool, dict[str, Any]]]
 
 
 class StatusServer:
-    """Serves the endpoints in a daemon thread; ``port=0`` picks a free port (see :attr:`port`)."""
+    """Serves the endpoints in a daemon thread; ``port=0`` picks a free port (see :attr:`port`).
+
+    The port is bound with ``SO_REUSEADDR`` (``HTTPServer``'s default), so a restart right after a
+    scraped run finds its port although the last connections are in TIME_WAIT. A port another
+    process really holds is an error, never a silent move to another port: Prometheus scrapes
+    the configured one.
+    """
 
     def __init__(self, metrics: Metrics, *, host: str, port: int, health: Probe, ready: Probe) -> None:
         handler = _handler(metrics, {"/healthz": health, "/readyz": ready})
@@ -34,7 +40,8 @@ class StatusServer:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as e:
             raise ConfigError(
-                f"cannot serve metrics on {host}:{port}: {e} (choose another --metrics-port)"
+                f"cannot serve metrics on {host}:{port}: {e.strerror or e}; is another lakefs-gc serve "
+                "running? (choose another --metrics-port, or 0 for any free port)"
             ) from e
         self._server.daemon_threads = True
         self._thread = threading.Thread(

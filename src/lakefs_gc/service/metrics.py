@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
+from lakefs_gc.lakefs.client import OPERATIONS
+
 _DURATION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21600, float("inf"))
 _API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf"))
 
@@ -41,8 +43,10 @@ class Metrics:
             src, registry=r,
         )  # fmt: skip
         self.events_unrouted = Counter(
-            "lakefs_gc_events_unrouted", "Events outside every configured namespace, or not deletable keys",
-            src, registry=r,
+            "lakefs_gc_events_unrouted",
+            "Events not stored, by reason: outside (every configured namespace) or not_deletable "
+            "(a key the GC never deletes, e.g. under _lakefs/)",
+            ["source", "reason"], registry=r,
         )  # fmt: skip
         self.ingest_lag = Gauge(
             "lakefs_gc_ingest_lag_seconds",
@@ -129,7 +133,12 @@ class Metrics:
         )
 
     def observe_lakefs_call(self, operation: str, seconds: float, failed: bool) -> None:
-        """The :class:`~lakefs_gc.lakefs.client.LakeFSClient` observer hook."""
+        """The :class:`~lakefs_gc.lakefs.client.LakeFSClient` observer hook.
+
+        The label is one of the client's closed set of operations (an unknown name is ``other``),
+        so the number of series cannot grow with the service's uptime.
+        """
+        operation = operation if operation in OPERATIONS else "other"
         self.lakefs_api_latency.labels(operation).observe(seconds)
         if failed:
             self.lakefs_api_errors.labels(operation).inc()

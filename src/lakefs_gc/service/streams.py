@@ -106,7 +106,8 @@ class EventStreams:
         m.events_deduplicated.labels(source).inc(counts.deduplicated)
         m.events_dead_lettered.labels(source).inc(counts.dead_lettered)
         m.events_skipped.labels(source).inc(counts.skipped)
-        m.events_unrouted.labels(source).inc(counts.unrouted)
+        m.events_unrouted.labels(source, "outside").inc(counts.unrouted)
+        m.events_unrouted.labels(source, "not_deletable").inc(counts.not_deletable)
         for repository, n in counts.repositories.items():
             m.events_ingested.labels(source, repository).inc(n)
         if counts.oldest_event_time is not None:
@@ -114,9 +115,9 @@ class EventStreams:
             m.ingest_lag.labels(source).set(max(0.0, lag.total_seconds()))
         _log.info(
             "events %s batch %d: %d messages, %d events, %d duplicates, %d skipped, %d dead-lettered, "
-            "%d unrouted",
+            "%d outside every namespace, %d for keys never deleted",
             source, counts.batch_id, counts.received, counts.events, counts.deduplicated,
-            counts.skipped, counts.dead_lettered, counts.unrouted,
+            counts.skipped, counts.dead_lettered, counts.unrouted, counts.not_deletable,
         )  # fmt: skip
 
     def events_of(self, spark: SparkSession, parallelism: int, repository: str) -> DataFrame:

@@ -67,7 +67,7 @@ SOURCE_PREFIX = "lakefs_gc_events"
 SOURCE_SCHEMA = pa.schema(
     [
         *EVENT_SCHEMA,
-        ("status", pa.string()),  # "event" | "skipped" | "dead" | "unrouted"
+        ("status", pa.string()),  # "event" | "skipped" | "dead" | "unrouted" | "not_deletable"
         ("reason", pa.string()),  # why skipped, dead or unrouted
         ("body", pa.string()),  # the message body (dead rows only)
         ("spool", pa.int64()),  # the spool file the message came in
@@ -412,14 +412,14 @@ def _event_columns(event: ObjectEvent) -> dict[str, Any]:
 
 def _drop_undeletable(rows: list[dict[str, Any]]) -> None:
     """Routed events whose address lakeFS never garbage-collects (``_lakefs/``, ``data/<file>``...)
-    become ``unrouted`` (invariant 3, the same rule as inventories: :func:`deletable_keys`)."""
+    become ``not_deletable`` (invariant 3, the same rule as inventories: :func:`deletable_keys`)."""
     routed = [r for r in rows if r["status"] == "event"]
     if not routed:
         return
     keep = deletable_keys(pa.array([r["address"] for r in routed], pa.string())).to_pylist()
     for row, ok in zip(routed, keep, strict=True):
         if not ok:
-            row.update(status="unrouted", reason=f"not a deletable address in {row['repository']}")
+            row.update(status="not_deletable", reason=f"not a deletable address in {row['repository']}")
             row["repository"] = None
 
 

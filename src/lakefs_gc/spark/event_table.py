@@ -72,8 +72,10 @@ class BatchCounts:
     deduplicated: int  # routed events dropped: already stored, or twice in the batch
     skipped: int  # messages without object events (test events, tier changes...)
     dead_lettered: int  # malformed messages
-    unrouted: int  # events outside every namespace, or not deletable
+    unrouted: int  # events outside every configured namespace
     repositories: Mapping[str, int] = field(default_factory=dict)  # events stored per repository
+    #: events inside a namespace for a key the GC may never delete (``_lakefs/``, ``data/<file>``)
+    not_deletable: int = 0
     oldest_event_time: datetime | None = None  # of the stored events
     newest_event_time: datetime | None = None
     spools: tuple[int, ...] = ()
@@ -185,6 +187,7 @@ def _counts(source: str, batch_id: int, rows: pa.Table, events: pa.Table, dedupl
         skipped=status.count("skipped"),
         dead_lettered=status.count("dead"),
         unrouted=status.count("unrouted"),
+        not_deletable=status.count("not_deletable"),
         repositories=dict(sorted(repositories.items())),
         oldest_event_time=pc.min(times).as_py() if events.num_rows else None,
         newest_event_time=pc.max(times).as_py() if events.num_rows else None,

@@ -12,13 +12,16 @@ from __future__ import annotations
 import importlib
 import re
 
-from lakefs_gc.errors import GcError
+from lakefs_gc.errors import ExitCode, GcError
 
 _RAISED = re.compile(r"^(lakefs_gc(?:\.\w+)*)\.(\w+): (.+)$", re.MULTILINE)
+_PYTHON_RAISED = re.compile(r"^((?:\w+\.)*\w*(?:Error|Exception|Interrupt|Exit): .+)$", re.MULTILINE)
 
 
 class SparkJobError(GcError):
     """A Spark job failed for a reason that is not one of ours (JVM error, lost executor...)."""
+
+    exit_code = ExitCode.SPARK
 
 
 def is_spark_failure(exc: BaseException) -> bool:
@@ -39,8 +42,9 @@ def job_failure(exc: BaseException, doing: str) -> GcError:
         Exception.__init__(error, f"{doing}: {message.strip()}")
         error.__dict__.setdefault("status", None)  # LakeFSError's attribute, for callers that read it
         return error
-    first = next((line.strip() for line in text.splitlines() if line.strip()), type(exc).__name__)
-    return SparkJobError(f"{doing} failed in Spark: {first[:800]}")
+    raised = _PYTHON_RAISED.findall(text)  # what a Python task raised: its traceback's last line
+    first = raised[-1] if raised else next((ln.strip() for ln in text.splitlines() if ln.strip()), "")
+    return SparkJobError(f"{doing} failed in Spark: {(first or type(exc).__name__)[:800]}")
 
 
 def _error_class(module: str, name: str) -> type[GcError]:

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.gc.reports import MarkReportError, MarkSummary, parse_summary, report_dir
+from lakefs_gc.gc.reports import MarkReportError, MarkSummary, UnknownMarkError, parse_summary, report_dir
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
@@ -231,7 +231,7 @@ def read_summary(report: ReportDir) -> dict[str, Any]:
             text = stream.read().decode("utf-8")
     except OSError as e:
         if is_not_found(e):
-            raise MarkReportError(
+            raise UnknownMarkError(
                 f"Mark ID ({report.mark_id}) does not exist: no {report.child(SUMMARY)}"
             ) from e
         raise StorageError(f"cannot read {report.child(SUMMARY)}: {e}") from e

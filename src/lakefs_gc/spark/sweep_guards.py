@@ -28,7 +28,7 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.durations import format_duration
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -44,6 +44,8 @@ _INSTANT = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\
 
 class SweepRefusedError(ConfigError):
     """A sweep safety rail refused the mark before anything was deleted; the message says how to override."""
+
+    exit_code = ExitCode.REFUSED
 
 
 @dataclass

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Literal
 from urllib.parse import unquote, urlsplit
 
-from lakefs_gc.errors import StorageError
+from lakefs_gc.errors import ConfigError, StorageError
 
 StorageKind = Literal["s3", "azure", "gs", "local"]
 
@@ -168,9 +168,9 @@ def _after_scheme(uri: str) -> str:
 def _under_root(rest: str, local_root: str | None, uri: str) -> str:
     """``path.Join(root, rest)`` and refuse anything escaping the root (lakeFS verifyRelPath)."""
     if local_root is None:
-        raise StorageError(
-            f"{uri!r} is a lakeFS local:// location; set the local blockstore root "
-            "(lakeFS blockstore.local.path) to resolve it"
+        raise ConfigError(
+            f"{uri!r} is a lakeFS local:// location: pass --local-root (storage.local_root), "
+            "lakeFS's blockstore.local.path, to resolve it"
         )
     root = posixpath.normpath(local_root)
     path = posixpath.normpath(root + "/" + rest)
@@ -185,7 +185,7 @@ def _is_under(path: str, root: str) -> bool:
 
 def _abs_path(path: str, uri: str) -> str:
     if not path.startswith("/"):
-        raise StorageError(f"local location {uri!r} must be an absolute path")
+        raise ConfigError(f"local location {uri!r} must be an absolute path")
     return _dir(posixpath.normpath(path), path)
 
 

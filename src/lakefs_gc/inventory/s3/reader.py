@@ -11,7 +11,7 @@ import gzip
 import hashlib
 from collections.abc import Iterator
 from typing import Any
-from urllib.parse import unquote
+from urllib.parse import unquote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -119,18 +119,21 @@ def _csv_convert(cols: dict[str, pa.Array], path: str, first_row: int) -> pa.Rec
 
 
 def _decoded_keys(keys: pa.Array, path: str, first_row: int) -> pa.Array:
-    """S3 percent-encodes CSV keys: ``%20`` is a space, a literal ``+`` stays ``+``.
+    """S3 form-encodes CSV keys: a space is ``+``, a literal ``+`` is ``%2B`` (``%20`` also decodes).
 
-    Only keys with a ``%`` are decoded (in Python, one by one); the others are their own decoding.
+    This is the encoding of S3's event notifications too (see docs/formats/s3-inventory.md): read
+    with ``unquote``, ``a+b`` would name a key that does not exist and ``a b`` would never be
+    collected. Only keys with a ``%`` or a ``+`` are decoded (in Python, one by one); the others are
+    their own decoding.
     """
-    encoded = pc.match_substring_regex(keys, "%")  # RE2 finds a literal faster than match_substring
+    encoded = pc.match_substring_regex(keys, "[%+]")  # RE2 finds a literal faster than match_substring
     if not pc.any(encoded).as_py():
         return keys
     rows = pc.indices_nonzero(encoded).to_pylist()
     decoded: list[str] = []
     for i, k in zip(rows, keys.take(rows).to_pylist(), strict=True):
         try:
-            decoded.append(unquote(k, errors="strict"))
+            decoded.append(unquote_plus(k, errors="strict"))
         except UnicodeDecodeError as e:
             raise InventoryError(f"{path}: row {first_row + i + 1}: bad key encoding {k!r}") from e
     return pc.replace_with_mask(keys, encoded, pa.array(decoded, pa.string()))

@@ -2,7 +2,8 @@
 
 Data files first, then ``manifest.json``, then ``manifest.checksum`` (the completion marker), so a
 reader never sees a complete-looking delivery whose files are still being written. CSV keys are
-percent-encoded and columns CamelCase as S3 writes them; Parquet and ORC use snake_case.
+form-encoded (a space is ``+``, a ``+`` is ``%2B``) and columns CamelCase as S3 writes them; Parquet
+and ORC keys are plain and their columns snake_case.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ import io
 import json
 import uuid
 from datetime import datetime, timezone
-from urllib.parse import quote
+from urllib.parse import quote_plus
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -133,7 +134,7 @@ def _csv_value(column: str, value: object) -> str:
     if value is None:
         return ""
     if column == "key":
-        return quote(str(value), safe="/")  # S3 percent-encodes keys: ' ' -> %20, '+' -> %2B
+        return quote_plus(str(value), safe="/")  # S3 form-encodes keys: ' ' -> +, '+' -> %2B
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, datetime):
