@@ -49,8 +49,16 @@ class Request:
         values = self.query.get(name)
         return values[0] if values else default
 
-    def flag(self, name: str) -> bool:
-        return (self.arg(name) or "").lower() == "true"
+    def flag(self, name: str, default: bool = False) -> bool:
+        """A boolean query parameter as Go's ``strconv.ParseBool`` reads it."""
+        value = self.arg(name)
+        if value is None or value == "":
+            return default
+        if value in ("1", "t", "T", "TRUE", "true", "True"):
+            return True
+        if value in ("0", "f", "F", "FALSE", "false", "False"):
+            return False
+        raise BadRequest(f"invalid boolean for query parameter {name!r}: {value!r}")
 
     def required(self, name: str) -> str:
         value = self.arg(name)

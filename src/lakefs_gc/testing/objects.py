@@ -96,7 +96,7 @@ class Objects:
         return ObjectView(path, entry)
 
     def copy(self, repo: str, branch: str, path: str, src_ref: str, src_path: str) -> ObjectView:
-        """lakeFS's CopyObject (``Catalog.CopyEntry``, lakeFS 1.81 and later): the source entry,
+        """lakeFS's CopyObject (``Catalog.CopyEntry``, lakeFS 1.79 and later): the source entry,
         committed or staged, with its data copied to a *new* physical address written now; size,
         checksum, content type and metadata are the source's. No address is ever shared, so a
         copy keeps nothing of its source alive (docs/formats/lakefs-object-copy.md)."""

@@ -85,7 +85,7 @@ def register(router: Router, services: Services) -> None:
     def stat(req: Request) -> Response:
         repo = req.params["repository"]
         body = stats(repo, objects.stat(repo, req.params["ref"], req.required("path")))
-        if "metadata" not in body or req.arg("user_metadata", "true") == "false":
+        if "metadata" not in body or not req.flag("user_metadata", default=True):
             body["metadata"] = {}
         return json_response(body)
 
@@ -172,7 +172,7 @@ def register(router: Router, services: Services) -> None:
                                 "checksum": "", "mtime": 0})  # fmt: skip
             else:
                 entry_stats = stats(repo, item)
-                if req.arg("user_metadata", "true") == "false":
+                if not req.flag("user_metadata", default=True):
                     entry_stats.pop("metadata", None)
                 results.append(entry_stats)
         next_offset = results[-1]["path"] if has_more else ""
