@@ -18,6 +18,7 @@ import logging
 import re
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.parser import BytesParser
@@ -116,8 +117,14 @@ Handler = Callable[[Request], Response]
 
 
 class Router:
+    #: how many unrouted requests :attr:`unrouted` remembers
+    UNROUTED_KEPT = 100
+
     def __init__(self) -> None:
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        #: ``"METHOD /path"`` of recent requests no route serves (answered 404 or 405): a client
+        #: calling an API the test server lacks shows up here, not as a plausible-looking error
+        self.unrouted: deque[str] = deque(maxlen=self.UNROUTED_KEPT)
 
     def add(self, method: str, template: str, handler: Handler) -> None:
         pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
@@ -135,6 +142,7 @@ class Router:
                 if method == wanted:
                     request.params = {k: unquote(v) for k, v in match.groupdict().items()}
                     return handler(request)
+        self.unrouted.append(f"{request.method} {request.path}")
         if matches:
             return json_response({"message": f"method {request.method} not allowed"}, 405)
         raise NotFound(f"no such API route: {request.method} {request.path}")
