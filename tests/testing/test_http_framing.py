@@ -106,6 +106,18 @@ def test_pipelined_requests_are_answered_in_order(conn: Connection) -> None:
     assert [conn.read().body for _ in range(2)] == [b"one", b"two"]
 
 
+def test_a_refused_request_still_consumes_its_body(conn: Connection) -> None:
+    """Errors found before the body matters (no such branch, bad credentials) keep the stream in step."""
+    missing = f"/repositories/{REPO}/branches/nope/objects?path=x"
+    conn.send(conn.request("POST", missing, "Transfer-Encoding: chunked\r\n", chunked(b"lost")))
+    assert conn.read().status == 404
+    no_auth = b"POST /api/v1" + upload_target("x").encode() + b" HTTP/1.1\r\nHost: x\r\n"
+    conn.send(no_auth + b"Content-Length: 4\r\n\r\nlost")
+    assert conn.read().status == 401
+    conn.send(conn.request("GET", f"/repositories/{REPO}/branches/main"))
+    assert conn.read().status == 200
+
+
 def test_expect_100_continue_is_answered_before_the_body_is_sent(conn: Connection) -> None:
     headers = "Content-Length: 5\r\nExpect: 100-continue\r\n"
     conn.send(conn.request("POST", upload_target("e"), headers))
