@@ -72,6 +72,16 @@ class NamespaceStore:
                 return None
             raise StorageError(f"cannot read {self.qualified(key)}: {e}") from e
 
+    def get_range(self, key: str, start: int, length: int) -> bytes | None:
+        """``length`` bytes from ``start`` (fewer at the end), or None when the object does not exist."""
+        try:
+            with self.fs.open_input_file(self.path(key)) as f:
+                return bytes(f.read_at(max(length, 0), start)) if length > 0 else b""
+        except OSError as e:
+            if is_not_found(e):
+                return None
+            raise StorageError(f"cannot read {self.qualified(key)}: {e}") from e
+
     def info(self, key: str) -> tuple[int, datetime] | None:
         """``(size, last_modified)`` of an object, or None when it does not exist."""
         info = self.fs.get_file_info(self.path(key))

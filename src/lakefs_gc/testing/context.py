@@ -56,6 +56,12 @@ class PreconditionFailed(ApiError):
     status = 412
 
 
+class NotImplementedByServer(ApiError):
+    """501, as lakeFS answers options it does not implement (``If-Match``, shallow copies)."""
+
+    status = 501
+
+
 def utc_now() -> datetime:
     return datetime.now(timezone.utc)
 

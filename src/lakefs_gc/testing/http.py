@@ -1,7 +1,11 @@
 """A minimal HTTP framework for the test server: routing, Basic auth, lakeFS error bodies.
 
 Standard library only (``http.server``), threaded, so the server starts in-process in a
-fraction of a second for every test and for ``lakefs-gc demo``.
+fraction of a second for every test and for ``lakefs-gc demo``. The standard library parses
+request lines and headers and answers ``Expect: 100-continue``; :mod:`.framing` delimits the
+bodies (``Content-Length`` or chunked), so a keep-alive connection never reads part of one
+request as the next. The fault injection of :mod:`.faults` needs this raw control of the
+connection (half a body, then close), which a WSGI server would not give.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import re
 import secrets
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from email.parser import BytesParser
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lakefs_gc.testing.context import ApiError, BadRequest, NotFound, Unauthorized
+from lakefs_gc.testing.framing import FramingError, read_body
 
 if TYPE_CHECKING:
     from lakefs_gc.testing.faults import FaultPlan
@@ -44,8 +50,16 @@ class Request:
         values = self.query.get(name)
         return values[0] if values else default
 
-    def flag(self, name: str) -> bool:
-        return (self.arg(name) or "").lower() == "true"
+    def flag(self, name: str, default: bool = False) -> bool:
+        """A boolean query parameter as Go's ``strconv.ParseBool`` reads it."""
+        value = self.arg(name)
+        if value is None or value == "":
+            return default
+        if value in ("1", "t", "T", "TRUE", "true", "True"):
+            return True
+        if value in ("0", "f", "F", "FALSE", "false", "False"):
+            return False
+        raise BadRequest(f"invalid boolean for query parameter {name!r}: {value!r}")
 
     def required(self, name: str) -> str:
         value = self.arg(name)
@@ -64,19 +78,23 @@ class Request:
             raise BadRequest("request body must be a JSON object")
         return value
 
-    def upload(self) -> tuple[bytes, str | None]:
-        """The uploaded bytes (multipart field ``content`` or a raw body) and their content type."""
+    def upload(self) -> tuple[bytes, str]:
+        """The uploaded bytes and their content type as lakeFS's UploadObject takes them: a raw
+        body with the request's Content-Type, or the first multipart field ``content`` with the
+        part's own Content-Type (empty when the part has none)."""
         ctype = self.headers.get("content-type", "")
-        if not ctype.startswith("multipart/form-data"):
-            return self.body, ctype or None
+        if ctype.split(";", 1)[0].strip().lower() != "multipart/form-data":
+            return self.body, ctype
         message = BytesParser(policy=HTTP).parsebytes(
             b"Content-Type: " + ctype.encode() + b"\r\n\r\n" + self.body
         )
+        if not message.is_multipart():
+            raise ApiError("multipart upload without a boundary")  # lakeFS: 500
         for part in message.iter_parts():
             if part.get_param("name", header="content-disposition") == "content":
                 payload = part.get_payload(decode=True)
-                return (payload if isinstance(payload, bytes) else b""), part.get_content_type()
-        raise BadRequest("multipart upload without a 'content' part")
+                return (payload if isinstance(payload, bytes) else b""), str(part.get("content-type", ""))
+        raise ApiError("multipart upload missing key 'content'")  # lakeFS: 500
 
 
 @dataclass
@@ -87,6 +105,8 @@ class Response:
     headers: dict[str, str] = field(default_factory=dict)
     #: injected fault (:mod:`.faults`): full Content-Length, half the body, then close
     truncate: bool = False
+    #: Content-Length of an answer to HEAD, which has no body (None: the body's length)
+    head_length: int | None = None
 
 
 def json_response(value: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
@@ -97,24 +117,33 @@ Handler = Callable[[Request], Response]
 
 
 class Router:
+    #: how many unrouted requests :attr:`unrouted` remembers
+    UNROUTED_KEPT = 100
+
     def __init__(self) -> None:
         self._routes: list[tuple[str, re.Pattern[str], Handler]] = []
+        #: ``"METHOD /path"`` of recent requests no route serves (answered 404 or 405): a client
+        #: calling an API the test server lacks shows up here, not as a plausible-looking error
+        self.unrouted: deque[str] = deque(maxlen=self.UNROUTED_KEPT)
 
     def add(self, method: str, template: str, handler: Handler) -> None:
         pattern = re.sub(r"\{(\w+)\}", r"(?P<\1>[^/]+)", template)
         self._routes.append((method, re.compile(f"^{pattern}$"), handler))
 
     def dispatch(self, request: Request) -> Response:
-        allowed = False
+        """The route of the request's method; HEAD falls back to GET's route (without a body)."""
+        matches = []
         for method, pattern, handler in self._routes:
             match = pattern.match(request.path)
-            if match is None:
-                continue
-            allowed = True
-            if method == request.method or (method == "GET" and request.method == "HEAD"):
-                request.params = {k: unquote(v) for k, v in match.groupdict().items()}
-                return handler(request)
-        if allowed:
+            if match is not None:
+                matches.append((method, match, handler))
+        for wanted in (request.method, "GET" if request.method == "HEAD" else None):
+            for method, match, handler in matches:
+                if method == wanted:
+                    request.params = {k: unquote(v) for k, v in match.groupdict().items()}
+                    return handler(request)
+        self.unrouted.append(f"{request.method} {request.path}")
+        if matches:
             return json_response({"message": f"method {request.method} not allowed"}, 405)
         raise NotFound(f"no such API route: {request.method} {request.path}")
 
@@ -188,16 +217,25 @@ class _RequestHandler(BaseHTTPRequestHandler):
         _log.debug("%s " + format, self.address_string(), *args)
 
     def _handle(self) -> None:
+        try:
+            body = read_body(self.rfile, self.headers)
+        except FramingError as e:  # the rest of the connection cannot be delimited: answer, then close
+            self.close_connection = True
+            self._send(json_response({"message": e.message}, e.status))
+            return
+        if body.close:
+            self.close_connection = True
         parts = urlsplit(self.path)
-        length = int(self.headers.get("Content-Length") or 0)
-        body = self.rfile.read(length) if length else b""
         path = parts.path[len(API_PREFIX) :] if parts.path.startswith(API_PREFIX) else parts.path
+        headers: dict[str, str] = {}
+        for name, value in self.headers.items():
+            headers.setdefault(name.lower(), value)  # Go's Header.Get: the first value
         request = Request(
             self.command,
             path.rstrip("/") or "/",
             parse_qs(parts.query, keep_blank_values=True),
-            {k.lower(): v for k, v in self.headers.items()},
-            body,
+            headers,
+            body.data,
         )
         faults = self.server.faults
         if faults:
@@ -226,9 +264,14 @@ class _RequestHandler(BaseHTTPRequestHandler):
 
     def _send(self, response: Response) -> None:
         self.send_response(response.status)
-        if response.body or response.status not in (204, 304):
+        if response.status not in (204, 304):  # these have no body, nor a Content-Length (RFC 9110 §8.6)
             self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
+            length = len(response.body)
+            if self.command == "HEAD" and response.head_length is not None:
+                length = response.head_length
+            self.send_header("Content-Length", str(length))
+        if self.close_connection:
+            self.send_header("Connection", "close")
         for name, value in response.headers.items():
             self.send_header(name, value)
         self.end_headers()

@@ -1,4 +1,4 @@
-"""Objects on branches: uploads, signed physical addresses, staging, deletes, listing, reads."""
+"""Objects on branches: uploads, copies, signed physical addresses, staging, deletes, listing, reads."""
 
 from __future__ import annotations
 
@@ -8,14 +8,21 @@ import hmac
 import json
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any
 
 from lakefs_gc.lakefs.xid import new_descending_xid, new_xid, xid_time
 from lakefs_gc.sstable import AddressType, Entry
 from lakefs_gc.sstable.catalog import decode_entry, encode_entry, epoch_ns
-from lakefs_gc.testing.context import BadRequest, Gone, NotFound, PreconditionFailed, ServerContext
+from lakefs_gc.testing.context import (
+    BadRequest,
+    Gone,
+    NotFound,
+    NotImplementedByServer,
+    PreconditionFailed,
+    ServerContext,
+)
 from lakefs_gc.testing.refs import Refs
 from lakefs_gc.testing.store import RepositoryRow
 
@@ -64,14 +71,16 @@ class Objects:
         path: str,
         data: bytes,
         *,
-        content_type: str | None,
+        content_type: str,
+        metadata: dict[str, str],
         if_none_match: str | None,
     ) -> ObjectView:
+        """lakeFS's UploadObject: the data at a new address; content type (default
+        ``application/octet-stream``) and user metadata are part of the entry and its identity."""
         repository = self.refs.repository(repo)
         self.refs.branch(repo, branch)
         _check_path(path)
-        if if_none_match == "*" and self.lookup(repo, branch, path) is not None:
-            raise PreconditionFailed(f"object {path!r} already exists")
+        self._check_absent(repo, branch, path, if_none_match)
         address = self.paths.new_path()
         self.ctx.namespace_store(repository.storage_namespace).put(address, data)
         entry = Entry(
@@ -81,9 +90,39 @@ class Objects:
             etag=hashlib.md5(data).hexdigest(),
             last_modified_ns=epoch_ns(self.ctx.now()),
             content_type=content_type or DEFAULT_CONTENT_TYPE,
+            metadata=dict(metadata),
         )
         self.store.stage(repo, branch, path, encode_entry(entry))
         return ObjectView(path, entry)
+
+    def copy(self, repo: str, branch: str, path: str, src_ref: str, src_path: str) -> ObjectView:
+        """lakeFS's CopyObject (``Catalog.CopyEntry``, lakeFS 1.79 and later): the source entry,
+        committed or staged, with its data copied to a *new* physical address written now; size,
+        checksum, content type and metadata are the source's. No address is ever shared, so a
+        copy keeps nothing of its source alive (docs/formats/lakefs-object-copy.md)."""
+        repository = self.refs.repository(repo)
+        self.refs.branch(repo, branch)
+        _check_path(path)
+        source = self.stat(repo, src_ref or branch, src_path)
+        data = self._data(repository, source)
+        address = self.paths.new_path()
+        self.ctx.namespace_store(repository.storage_namespace).put(address, data)
+        entry = replace(
+            source.entry,
+            address=address,
+            address_type=AddressType.RELATIVE,
+            last_modified_ns=epoch_ns(self.ctx.now()),
+            content_type=source.entry.content_type or DEFAULT_CONTENT_TYPE,
+        )
+        self.store.stage(repo, branch, path, encode_entry(entry))
+        return ObjectView(path, entry)
+
+    def update_user_metadata(self, repo: str, branch: str, path: str, metadata: dict[str, str]) -> None:
+        """lakeFS's UpdateObjectUserMetadata: the branch's entry with its metadata replaced, staged
+        (a committed entry becomes a staged change: the identity includes the metadata)."""
+        view = self.stat(repo, self.refs.branch(repo, branch).id, path)
+        entry = replace(view.entry, metadata=dict(metadata))
+        self.store.stage(repo, branch, path, encode_entry(entry))
 
     def physical_address(self, repo: str, branch: str, path: str) -> str:
         """A signed address (``data/<slice>/<xid>,<sig>``) valid for the grace period."""
@@ -93,10 +132,13 @@ class Objects:
         signed = f"{address},{self._signature(repo, branch, path, address)}"
         return self.ctx.namespace_store(repository.storage_namespace).qualified(signed)
 
-    def link(self, repo: str, branch: str, path: str, body: dict[str, Any]) -> ObjectView:
+    def link(
+        self, repo: str, branch: str, path: str, body: dict[str, Any], if_none_match: str | None = None
+    ) -> ObjectView:
         repository = self.refs.repository(repo)
         self.refs.branch(repo, branch)
         _check_path(path)
+        self._check_absent(repo, branch, path, if_none_match)
         staging = body.get("staging") or {}
         physical = str(staging.get("physical_address") or "")
         relative, kind = self._normalize(repository, physical)
@@ -155,16 +197,29 @@ class Objects:
         return view
 
     def read(self, repo: str, ref: str, path: str) -> bytes:
-        repository = self.refs.repository(repo)
-        view = self.stat(repo, ref, path)
+        return self._data(self.refs.repository(repo), self.stat(repo, ref, path))
+
+    def read_range(self, repository: RepositoryRow, view: ObjectView, start: int, end: int) -> bytes:
+        """Bytes ``start..end`` (inclusive) of an object; 410 once its data was collected."""
+        store = self.ctx.namespace_store(repository.storage_namespace)
+        data = store.get_range(self._relative(view), start, end - start + 1)
+        if data is None:
+            raise Gone(f"object {view.path!r} was removed from storage (garbage collected)")
+        return data
+
+    def _data(self, repository: RepositoryRow, view: ObjectView) -> bytes:
+        data = self.ctx.namespace_store(repository.storage_namespace).get(self._relative(view))
+        if data is None:
+            raise Gone(f"object {view.path!r} was removed from storage (garbage collected)")
+        return data
+
+    @staticmethod
+    def _relative(view: ObjectView) -> str:
         if view.entry.address_type is AddressType.FULL:
             raise BadRequest(
                 "reading objects outside the storage namespace is not supported by the test server"
             )
-        data = self.ctx.namespace_store(repository.storage_namespace).get(view.entry.address)
-        if data is None:
-            raise Gone(f"object {path!r} was removed from storage (garbage collected)")
-        return data
+        return view.entry.address
 
     def list(
         self, repo: str, ref: str, *, prefix: str, after: str, delimiter: str
@@ -210,6 +265,15 @@ class Objects:
                 yield ObjectView(path, committed[path])
 
     # -- helpers --------------------------------------------------------------------------
+    def _check_absent(self, repo: str, branch: str, path: str, if_none_match: str | None) -> None:
+        """lakeFS's upload preconditions: ``If-None-Match: *`` only (412 when the path exists)."""
+        if if_none_match is None:
+            return
+        if if_none_match != "*":
+            raise NotImplementedByServer("If-None-Match only supports '*'")
+        if self.lookup(repo, branch, path) is not None:
+            raise PreconditionFailed("path already exists")
+
     def _committed(self, repository: RepositoryRow, metarange: str, path: str) -> Entry | None:
         if not metarange:
             return None

@@ -58,6 +58,11 @@ class LakeFSTestServer:
         host, port = self._http.server_address[:2]
         return f"http://{host!s}:{port}/api/v1"
 
+    @property
+    def unrouted_requests(self) -> list[str]:
+        """``"METHOD /path"`` of the recent requests no route of the server serves (404/405)."""
+        return list(self._http.router.unrouted)
+
     def connection_info(self) -> dict[str, str]:
         return {
             "endpoint": self.endpoint,

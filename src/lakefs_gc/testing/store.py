@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS staging (
     PRIMARY KEY (repo, branch, path)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS gc_rules (repo TEXT PRIMARY KEY, rules TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS repository_metadata (
+    repo TEXT NOT NULL, key TEXT NOT NULL, value TEXT NOT NULL, PRIMARY KEY (repo, key)
+);
 CREATE TABLE IF NOT EXISTS tasks (
     id TEXT PRIMARY KEY, repo TEXT NOT NULL, completed INTEGER NOT NULL, update_time REAL NOT NULL,
     result TEXT, error TEXT
@@ -147,11 +150,28 @@ class Store:
 
     def delete_repository(self, repo: str) -> None:
         with self.transaction() as db:
-            for table in ("branches", "commits", "tags", "staging"):
+            for table in ("branches", "commits", "tags", "staging", "repository_metadata"):
                 db.execute(f"DELETE FROM {table} WHERE repo=?", (repo,))
             db.execute("DELETE FROM gc_rules WHERE repo=?", (repo,))
             db.execute("DELETE FROM tasks WHERE repo=?", (repo,))
             db.execute("DELETE FROM repositories WHERE id=?", (repo,))
+
+    def repository_metadata(self, repo: str) -> dict[str, str]:
+        with self._lock:
+            rows = self._db.execute(
+                "SELECT key, value FROM repository_metadata WHERE repo=? ORDER BY key", (repo,)
+            ).fetchall()
+        return {str(k): str(v) for k, v in rows}
+
+    def update_repository_metadata(self, repo: str, set_: dict[str, str], delete: list[str]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO repository_metadata VALUES (?,?,?)",
+                [(repo, k, v) for k, v in set_.items()],
+            )
+            db.executemany(
+                "DELETE FROM repository_metadata WHERE repo=? AND key=?", [(repo, k) for k in delete]
+            )
 
     # -- branches -------------------------------------------------------------------------
     def put_branch(self, repo: str, b: BranchRow) -> None:
@@ -219,6 +239,10 @@ class Store:
         with self._lock:
             row = self._db.execute("SELECT commit_id FROM tags WHERE repo=? AND id=?", (repo, tag)).fetchone()
         return None if row is None else str(row[0])
+
+    def delete_tag(self, repo: str, tag: str) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM tags WHERE repo=? AND id=?", (repo, tag))
 
     def list_tags(self, repo: str) -> list[tuple[str, str]]:
         with self._lock:

@@ -20,9 +20,9 @@ class Services:
 
 
 def build_router(services: Services) -> Router:
-    from lakefs_gc.testing.api import config, gc, objects, repositories
+    from lakefs_gc.testing.api import config, diffs, gc, objects, repositories
 
     router = Router()
-    for module in (config, repositories, objects, gc):
+    for module in (config, repositories, objects, diffs, gc):
         module.register(router, services)
     return router

@@ -1,4 +1,4 @@
-"""Repositories, branches, commits, tags and merges."""
+"""Repositories and their metadata, branches, commits, tags, merges, reverts and cherry-picks."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from lakefs_gc.testing.api.config import STORAGES
 from lakefs_gc.testing.api.pagination import page
 from lakefs_gc.testing.context import BadRequest, NotFound
 from lakefs_gc.testing.http import Request, Response, Router, json_response
-from lakefs_gc.testing.merges import merge_into_branch
+from lakefs_gc.testing.merges import CommitOverrides, cherry_pick, merge_into_branch, revert_commit
 from lakefs_gc.testing.store import CommitRow, RepositoryRow
 
 if TYPE_CHECKING:
@@ -75,6 +75,28 @@ def register(router: Router, services: Services) -> None:
     def delete_repository(req: Request) -> Response:
         refs.repository(req.params["repository"])
         store.delete_repository(req.params["repository"])
+        return Response(204)
+
+    def get_metadata(req: Request) -> Response:
+        refs.repository(req.params["repository"])
+        return json_response(store.repository_metadata(req.params["repository"]))
+
+    def set_metadata(req: Request) -> Response:
+        metadata = req.json().get("metadata")
+        if not isinstance(metadata, dict):
+            raise BadRequest("metadata is required")
+        if metadata:  # lakeFS returns before looking the repository up when there is nothing to set
+            refs.repository(req.params["repository"])
+            store.update_repository_metadata(req.params["repository"], _strings(metadata), [])
+        return Response(204)
+
+    def delete_metadata(req: Request) -> Response:
+        keys = req.json().get("keys")
+        if not isinstance(keys, list):
+            raise BadRequest("keys is required")
+        if keys:
+            refs.repository(req.params["repository"])
+            store.update_repository_metadata(req.params["repository"], {}, [str(k) for k in keys])
         return Response(204)
 
     def list_branches(req: Request) -> Response:
@@ -143,6 +165,30 @@ def register(router: Router, services: Services) -> None:
         )  # fmt: skip
         return json_response({"reference": row.id})
 
+    def revert(req: Request) -> Response:
+        body = req.json()
+        if not isinstance(body.get("ref"), str) or not isinstance(body.get("parent_number"), int):
+            raise BadRequest("ref and parent_number are required")
+        revert_commit(
+            refs, req.params["repository"], req.params["branch"], body["ref"],
+            parent_number=body["parent_number"], allow_empty=bool(body.get("allow_empty")),
+            overrides=CommitOverrides.parse(body.get("commit_overrides")),
+        )  # fmt: skip
+        return Response(204)
+
+    def cherry_pick_commit(req: Request) -> Response:
+        body = req.json()
+        if not isinstance(body.get("ref"), str):
+            raise BadRequest("ref is required")
+        parent = body.get("parent_number")
+        if parent is not None and not isinstance(parent, int):
+            raise BadRequest("parent_number must be an integer")
+        row = cherry_pick(
+            refs, req.params["repository"], req.params["branch"], body["ref"], parent_number=parent,
+            overrides=CommitOverrides.parse(body.get("commit_overrides")),
+        )  # fmt: skip
+        return json_response(commit_json(row), 201)
+
     def create_tag(req: Request) -> Response:
         repo, body = req.params["repository"], req.json()
         refs.repository(repo)
@@ -166,23 +212,41 @@ def register(router: Router, services: Services) -> None:
             raise NotFound(f"tag not found: {req.params['tag']}")
         return json_response({"id": req.params["tag"], "commit_id": commit_id})
 
+    def delete_tag(req: Request) -> Response:
+        repo, tag = req.params["repository"], req.params["tag"]
+        refs.repository(repo)
+        if store.get_tag(repo, tag) is None:
+            raise NotFound(f"tag not found: {tag}")
+        store.delete_tag(repo, tag)
+        return Response(204)
+
     base = "/repositories/{repository}"
     router.add("GET", "/repositories", list_repositories)
     router.add("POST", "/repositories", create_repository)
     router.add("GET", base, get_repository)
     router.add("DELETE", base, delete_repository)
+    router.add("GET", base + "/metadata", get_metadata)
+    router.add("POST", base + "/metadata", set_metadata)
+    router.add("DELETE", base + "/metadata", delete_metadata)
     router.add("GET", base + "/branches", list_branches)
     router.add("POST", base + "/branches", create_branch)
     router.add("GET", base + "/branches/{branch}", get_branch)
     router.add("DELETE", base + "/branches/{branch}", delete_branch)
     router.add("PUT", base + "/branches/{branch}", reset_branch)
     router.add("POST", base + "/branches/{branch}/commits", commit)
+    router.add("POST", base + "/branches/{branch}/revert", revert)
+    router.add("POST", base + "/branches/{branch}/cherry-pick", cherry_pick_commit)
     router.add("GET", base + "/commits/{commitId}", get_commit)
     router.add("GET", base + "/refs/{ref}/commits", log_commits)
     router.add("POST", base + "/refs/{sourceRef}/merge/{destinationBranch}", merge)
     router.add("GET", base + "/tags", list_tags)
     router.add("POST", base + "/tags", create_tag)
     router.add("GET", base + "/tags/{tag}", get_tag)
+    router.add("DELETE", base + "/tags/{tag}", delete_tag)
+
+
+def _strings(values: dict[Any, Any]) -> dict[str, str]:
+    return {str(k): str(v) for k, v in values.items()}
 
 
 def _rewrite_next_offset(response: Response, commits: list[CommitRow], order: dict[str, str]) -> Response:
