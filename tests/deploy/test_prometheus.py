@@ -211,10 +211,13 @@ def serving(config: dict[str, Any], workdir: Path) -> Iterator[tuple[str, subpro
     cmd = [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(path), "--log-format", "json"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     output = _Stderr(proc)
+
+    def started() -> re.Match[str] | None:
+        assert proc.poll() is None, f"the service exited with {proc.returncode}:\n{output.tail()}"
+        return output.find(r"metrics on (http://\S+)/metrics")
+
     try:
-        found = wait_until(lambda: proc.poll() is None and output.find(r"metrics on (http://\S+)/metrics"),
-                           "the service's metrics URL", 180)  # fmt: skip
-        yield found.group(1), proc, output
+        yield wait_until(started, "the service's metrics URL", 180).group(1), proc, output
     finally:
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
