@@ -1,4 +1,7 @@
-"""The files users copy (deploy/, dashboards/) agree with the code they configure or query."""
+"""The files users copy (deploy/, dashboards/) agree with the code they configure or query.
+
+The Kubernetes overlays' settings, arguments and schemas are checked in tests/deploy/test_kubernetes.py,
+the alert rules and the dashboard against a real Prometheus in tests/deploy/."""
 
 from __future__ import annotations
 
@@ -6,7 +9,6 @@ import json
 import re
 from pathlib import Path
 
-import yaml
 from prometheus_client import generate_latest
 
 from lakefs_gc.service.metrics import Metrics
@@ -35,21 +37,6 @@ def test_example_config_is_valid_for_the_service_and_the_batch_commands() -> Non
     )
     batch = load_settings(environ=SECRETS, config_file=config, use_lakectl_defaults=False)
     assert type(batch) is GcSettings  # the service section is ignored by mark/sweep/run
-
-
-def test_kubernetes_config_map_holds_a_valid_service_config(tmp_path: Path) -> None:
-    docs = list(yaml.safe_load_all((ROOT / "deploy" / "kubernetes" / "lakefs-gc.yaml").read_text()))
-    config_map = next(d for d in docs if d["kind"] == "ConfigMap")
-    config = tmp_path / "gc.yaml"
-    config.write_text(config_map["data"]["gc.yaml"])
-    settings = load_settings(
-        environ=SECRETS, config_file=config, model=ServiceSettings, use_lakectl_defaults=False
-    )
-    deployment = next(d for d in docs if d["kind"] == "Deployment")
-    container = deployment["spec"]["template"]["spec"]["containers"][0]
-    assert container["ports"][0]["containerPort"] == settings.service.metrics_port
-    grace = deployment["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
-    assert grace > settings.service.shutdown_timeout.total_seconds()
 
 
 def test_dashboard_queries_only_metrics_that_exist() -> None:
