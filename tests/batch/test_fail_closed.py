@@ -192,8 +192,8 @@ def flip_byte(table: Path) -> None:
 @pytest.mark.parametrize(
     ("damage", "expect_code", "message"),
     [
-        pytest.param(flip_byte, 2, "checksum mismatch", id="corrupt"),
-        pytest.param(lambda t: t.write_bytes(t.read_bytes()[:-20]), 2, "_lakefs/", id="truncated"),
+        pytest.param(flip_byte, 8, "checksum mismatch", id="corrupt"),
+        pytest.param(lambda t: t.write_bytes(t.read_bytes()[:-20]), 8, "_lakefs/", id="truncated"),
         pytest.param(Path.unlink, 4, "range not found", id="missing"),
     ],
 )
