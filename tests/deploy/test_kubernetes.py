@@ -291,7 +291,7 @@ def test_batch_application_runs_its_entry_point_with_valid_arguments(overlay: st
     driver, _ = pods(app)
     settings = gc_settings(args, {**literal_env(driver.container), **SECRETS})
     assert type(settings) is GcSettings
-    validate_run_mode(command, list(settings.repositories), list(args.mark_ids or []))
+    validate_run_mode(command, list(settings.repositories), list(getattr(args, "mark_ids", None) or []))
     assert len(settings.repositories) >= 2  # over listed repositories
     if command == "run":
         assert args.yes, "a driver has no terminal to confirm on"
