@@ -180,7 +180,7 @@ def bench_keys(prefix: str, n: int) -> list[str]:
 
 
 def serve_moto(latency_ms: int) -> int:
-    """Child mode: moto's S3 (as :func:`lakefs_gc.testing.servers.moto_server` runs it), plus
+    """Child mode: moto's S3 (as :func:`tests.support.servers.moto_server` runs it), plus
 
     * an optional delay before answering each ``DeleteObjects``, as a stand-in for the network
       and service time of a real S3 (moto on 127.0.0.1 answers in a few CPU milliseconds);

@@ -547,7 +547,9 @@ def azure_source() -> Iterator[Source]:
     from pydantic import SecretStr
 
     from lakefs_gc.events.queues import QueueConfig
-    from lakefs_gc.testing.servers import azurite
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: tests/support
+    from tests.support.servers import azurite
 
     before = set(process_tree(os.getpid()))
     with azurite() as server:

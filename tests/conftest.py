@@ -10,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
+from tests.support.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
 
-pytest_plugins = ["tests.object_stores"]
+pytest_plugins = ["tests.support.object_stores"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

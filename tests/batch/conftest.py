@@ -17,8 +17,8 @@ from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, s3_options
+from tests.support.object_stores import azure_options, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 from tests.testing.sdk import Lakefs
 
 

@@ -12,9 +12,9 @@ import json
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lakefs_gc.testing.servers import MotoServer
 from tests.batch.conftest import GcEnv
-from tests.object_stores import s3_client
+from tests.support.object_stores import s3_client
+from tests.support.servers import MotoServer
 
 
 def seed_s3_mark(

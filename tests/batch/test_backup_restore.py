@@ -23,9 +23,9 @@ from lakefs_gc.spark.reports import ReportDir
 from lakefs_gc.storage.copiers import LocalObjectStore, ObjectCopier, store_for
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
 from tests.batch.conftest import GcEnv, run_cli
-from tests.object_stores import azure_options, blob_service, s3_client, s3_options, unique_name
+from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options, unique_name
+from tests.support.servers import AzuriteServer, MotoServer
 from tests.testing.unified_gc import EXPECTED_SURVIVORS, UnifiedGcScenario, build_unified_gc
 
 if TYPE_CHECKING:

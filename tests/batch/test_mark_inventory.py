@@ -30,9 +30,9 @@ from lakefs_gc.inventory.discovery import newer_unusable
 from lakefs_gc.inventory.generate import generate_delivery, list_namespace, write_inventory
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
-from lakefs_gc.testing.servers import AzuriteServer
 from tests.batch.conftest import GcEnv, gc_env, run_cli
-from tests.object_stores import blob_service
+from tests.support.object_stores import blob_service
+from tests.support.servers import AzuriteServer
 from tests.testing.unified_gc import EXPECTED_SURVIVORS, UnifiedGcScenario, build_unified_gc
 
 pytestmark = pytest.mark.usefixtures("spark")

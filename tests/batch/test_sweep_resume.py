@@ -38,11 +38,11 @@ from lakefs_gc.spark import sweep_resume
 from lakefs_gc.spark.reports import SWEPT, ReportDir
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_storage_namespace
-from lakefs_gc.testing.servers import MotoServer
-from lakefs_gc.testing.throttling import S3SlowDown, moto_behind
 from tests.batch.conftest import GcEnv, gc_env
 from tests.batch.s3_marks import seed_s3_mark
-from tests.object_stores import s3_client, s3_options
+from tests.support.object_stores import s3_client, s3_options
+from tests.support.servers import MotoServer
+from tests.support.throttling import S3SlowDown, moto_behind
 
 REPO = "resumed"
 MARK_ID = "g4uk6erfnfus73frbnqr"

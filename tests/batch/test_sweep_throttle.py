@@ -1,5 +1,5 @@
 """Sweeping through a store that throttles: moto behind a hook answering 503 SlowDown for a share of the
-DeleteObjects requests and per-key SlowDown for a share of the keys (lakefs_gc.testing.throttling).
+DeleteObjects requests and per-key SlowDown for a share of the keys (tests.support.throttling).
 
 The sweep must slow down (its adaptive limit drops), finish, lose nothing and count right: every marked
 object ends ``deleted`` exactly once in ``swept/``, nothing live is touched, and the summary's counts equal
@@ -23,11 +23,11 @@ import yaml
 
 from lakefs_gc.spark import sweep
 from lakefs_gc.storage.filesystems import StorageOptions
-from lakefs_gc.testing.servers import MotoServer
-from lakefs_gc.testing.throttling import S3SlowDown, throttled_moto_server
 from tests.batch.conftest import GcEnv, gc_env, run_cli
 from tests.batch.s3_marks import seed_s3_mark
-from tests.object_stores import s3_client, s3_options
+from tests.support.object_stores import s3_client, s3_options
+from tests.support.servers import MotoServer
+from tests.support.throttling import S3SlowDown, throttled_moto_server
 
 pytestmark = pytest.mark.usefixtures("spark")
 

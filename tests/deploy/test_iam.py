@@ -28,7 +28,6 @@ from pyspark.sql import SparkSession
 from lakefs_gc.service.app import GcService
 from lakefs_gc.spark.mark import mark_run
 from lakefs_gc.spark.sweep import sweep_run
-from lakefs_gc.testing.throttling import moto_behind
 from tests.deploy.iam import evaluate
 from tests.deploy.recording import Call, StorageCalls
 from tests.service.conftest import S3World, Served
@@ -45,6 +44,7 @@ from tests.service.histories import (
     wait_for,
 )
 from tests.service.test_serve_s3 import deliver
+from tests.support.throttling import moto_behind
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "aws" / "iam-policy.json"

@@ -29,8 +29,8 @@ from lakefs_gc.spark.event_source import EventRoute, EventSourceConfig, Spool, r
 from lakefs_gc.spark.event_table import BatchCounts, EventTable, event_records, events_frame, run_event_stream
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import s3_client, unique_name
+from tests.support.object_stores import s3_client, unique_name
+from tests.support.servers import AzuriteServer, MotoServer
 
 Row = tuple[Any, ...]
 

@@ -19,9 +19,9 @@ import pytest
 from pydantic import SecretStr, ValidationError
 
 from lakefs_gc.events.queues import EventQueue, QueueConfig, QueueError, QueueMessage, open_queue
-from lakefs_gc.testing.eventgrid import FakeEventGridNamespace, fake_eventgrid
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import unique_name
+from tests.support.eventgrid import FakeEventGridNamespace, fake_eventgrid
+from tests.support.object_stores import unique_name
+from tests.support.servers import AzuriteServer, MotoServer
 
 #: seconds a received message stays hidden in these tests
 VISIBILITY = 1

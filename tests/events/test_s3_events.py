@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from lakefs_gc.events.model import EventFormatError, ObjectEvent
 from lakefs_gc.events.parse import Parsed, parse_message
-from lakefs_gc.testing.servers import MotoServer
-from tests.object_stores import s3_client
+from tests.support.object_stores import s3_client
+from tests.support.servers import MotoServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -63,9 +63,6 @@ from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import MotoServer
-from lakefs_gc.testing.throttling import S3SlowDown, moto_behind
-from tests.object_stores import s3_client, s3_options, unique_name
 from tests.service.histories import (
     MIN_AGE_S,
     History,
@@ -75,6 +72,9 @@ from tests.service.histories import (
     recent_commit,
     staging,
 )
+from tests.support.object_stores import s3_client, s3_options, unique_name
+from tests.support.servers import MotoServer
+from tests.support.throttling import S3SlowDown, moto_behind
 from tests.testing.sdk import Lakefs
 
 pytestmark = pytest.mark.slow

@@ -25,8 +25,8 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from lakefs_gc.testing.blockstore import NamespaceStore
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 
 KEYS = {
     "plain": "data/plain-object.bin",

@@ -30,12 +30,12 @@ from lakefs_gc.storage.deleters import (
 )
 from lakefs_gc.storage.filesystems import S3Options, StorageOptions
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service, s3_options
 from tests.storage import test_contract as contract
 from tests.storage.test_clients import Request, stub_server
 from tests.storage.test_contract import KEYS, Backend
 from tests.storage.test_listing import long_key
+from tests.support.object_stores import blob_service, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 
 # the backends of test_contract.py, shared as fixtures of this module
 local_backend = contract.local_backend

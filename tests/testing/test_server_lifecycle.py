@@ -17,7 +17,7 @@ from lakefs_sdk.exceptions import ApiException
 
 from lakefs_gc.cli.main import main as cli_main
 from lakefs_gc.testing.server import LakeFSTestServer
-from tests.rocksdb import SstDump
+from tests.support.rocksdb import SstDump
 from tests.testing.sdk import Lakefs
 
 

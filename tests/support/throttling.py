@@ -31,7 +31,7 @@ from typing import Any, TypeVar
 from urllib.parse import parse_qs
 from xml.sax.saxutils import escape
 
-from lakefs_gc.testing.servers import MotoServer
+from tests.support.servers import MotoServer
 
 _Hook = TypeVar("_Hook", bound="S3SlowDown")
 

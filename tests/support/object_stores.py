@@ -16,8 +16,8 @@ import pytest
 from pydantic import SecretStr
 
 from lakefs_gc.storage.filesystems import AzureOptions, S3Options
-from lakefs_gc.testing import servers
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
+from tests.support import servers
+from tests.support.servers import AzuriteServer, MotoServer
 
 if TYPE_CHECKING:
     from azure.storage.blob import BlobServiceClient
