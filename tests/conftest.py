@@ -12,7 +12,7 @@ import pytest
 
 from tests.support.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
 
-pytest_plugins = ["tests.support.object_stores"]
+pytest_plugins = ["tests.support.object_stores", "tests.support.gc_env"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -52,7 +52,7 @@ def pebble_testdata(fixtures: Path) -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The one local Spark session of the test run (start-up costs seconds)."""
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.runtime.session import build_session
 
     session = build_session(
         "lakefs-gc-tests", environ=os.environ, master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}

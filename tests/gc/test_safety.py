@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.gc.addresses import deletable_key
-from lakefs_gc.gc.candidates import ListedObject, mark
+from lakefs_gc.gc.algebra import ListedObject, mark
 from lakefs_gc.gc.cutoff import compute_cutoff
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)

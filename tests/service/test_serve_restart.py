@@ -56,9 +56,9 @@ from pyspark.sql import SparkSession
 from lakefs_gc.events.queues import QueueConfig
 from lakefs_gc.inventory.generate import generate_delivery
 from lakefs_gc.inventory.mapping import NamespaceRoute
-from lakefs_gc.spark.candidate_table import CandidateTable, ingest_records, ingested_deliveries
-from lakefs_gc.spark.event_source import EventSourceConfig
-from lakefs_gc.spark.event_table import EventTable, event_records, run_event_stream
+from lakefs_gc.spark.ingest.events.source import EventSourceConfig
+from lakefs_gc.spark.ingest.events.table import EventTable, event_records, run_event_stream
+from lakefs_gc.spark.ingest.inventory.table import CandidateTable, ingest_records, ingested_deliveries
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from lakefs_gc.testing.context import ServerSettings

@@ -1,10 +1,10 @@
 """A fake Azure Event Grid namespace (data plane, api-version 2024-06-01) for the real SDK client.
 
-There is no Event Grid emulator (cloud-formats.md §4.5), so the queue adapter is tested against
-this: ``azure.eventgrid.EventGridConsumerClient`` (and ``EventGridPublisherClient`` with a
-``namespace_topic``) talk to it over HTTP exactly as to Azure. The wire format is the SDK's own
-(``azure/eventgrid/_operations/_operations.py``, ``models/_models.py`` of azure-eventgrid
-4.22.1)::
+There is no Event Grid emulator (docs/formats/notifications.md, "Delivery options"), so the queue
+adapter is tested against this: ``azure.eventgrid.EventGridConsumerClient`` (and
+``EventGridPublisherClient`` with a ``namespace_topic``) talk to it over HTTP exactly as to
+Azure. The wire format is the SDK's own (``azure/eventgrid/_operations/_operations.py``,
+``models/_models.py`` of azure-eventgrid 4.22.1)::
 
     POST /topics/{topic}:publish                                  CloudEvent or array -> {}
     POST /topics/{topic}/eventsubscriptions/{sub}:receive?maxEvents=&maxWaitTime=
