@@ -1,4 +1,4 @@
-"""Invariants 1–3 on the pure mark: properties over arbitrary listings and references."""
+"""Invariants 1–3 (docs/invariants.md) on the pure mark: properties over arbitrary listings and references."""
 
 from __future__ import annotations
 

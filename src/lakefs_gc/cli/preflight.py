@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakefs_gc.errors import GcError, LakeFSError
-from lakefs_gc.lakefs.client import HTTP_NOT_FOUND, LakeFSClient
+from lakefs_gc.lakefs.answers import HTTP_NOT_FOUND
+from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.read import read_summary

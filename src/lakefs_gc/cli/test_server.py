@@ -66,7 +66,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="staged entries per prepare_uncommitted page (default 100000; lower it to test pagination)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
-    sub = parser.add_subparsers(title="test-server commands", metavar="COMMAND")
+    _register_synth(parser.add_subparsers(title="test-server commands", metavar="COMMAND"))
+
+
+def _register_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     synth = sub.add_parser(
         "synth",
         help="write a synthetic repository into --state/--storage-root, then exit",

@@ -37,7 +37,8 @@ class SweepParams:
     """One sweep of one repository's mark: the safety rails and the pace."""
 
     repository: str
-    #: ask lakeFS again before deleting and keep what is referenced now (invariants 1 and 6)
+    #: ask lakeFS again before deleting and keep what is referenced now
+    #: (docs/invariants.md, invariants 1 and 6)
     revalidate: bool
     #: a mark older than this is swept only when revalidated
     max_mark_age: timedelta

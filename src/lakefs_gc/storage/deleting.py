@@ -47,8 +47,8 @@ class DryRunDeleters:
 
 
 class DryRunDeleter:
-    """Deletes nothing. An address a real deleter would refuse (not a deletable key: invariant 3)
-    is ``failed`` with the same reason; every other address is ``deleted``, meaning "would be
+    """Deletes nothing. An address a real deleter would refuse (not a deletable key: docs/invariants.md,
+    invariant 3) is ``failed`` with the same reason; every other address is ``deleted``, meaning "would be
     deleted", each address once, in input order, like a real deleter."""
 
     max_batch = LOCAL_MAX_BATCH

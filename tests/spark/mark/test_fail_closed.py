@@ -1,4 +1,5 @@
-"""Invariants 4 and 5: when lakeFS misbehaves or a reference cannot be read, the mark fails closed.
+"""Invariants 4 and 5 (docs/invariants.md): when lakeFS misbehaves or a reference cannot be read,
+the mark fails closed.
 
 Each case injects a fault into the real test server (or corrupts a real file) while the GC runs
 ``lakefs-gc run --yes`` over lakeFS's TestUnifiedGC history, which has six garbage objects. A

@@ -1,4 +1,5 @@
-"""The namespace listing on Spark: what it lists, and what it never lists (invariant 3)."""
+"""The namespace listing on Spark: what it lists, and what it never lists
+(docs/invariants.md, invariant 3)."""
 
 from __future__ import annotations
 

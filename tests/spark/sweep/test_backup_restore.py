@@ -20,9 +20,10 @@ from lakefs_gc.errors import ConfigError
 from lakefs_gc.gc.reports import report_dir
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.sweep.backup import backup_location, read_copy_report
-from lakefs_gc.storage.copiers import LocalObjectStore, ObjectCopier, store_for
+from lakefs_gc.storage.copiers import ObjectCopier
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
+from lakefs_gc.storage.object_stores import LocalObjectStore, store_for
 from tests.support.gc_env import GcEnv, run_cli
 from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options, unique_name
 from tests.support.servers import AzuriteServer, MotoServer

@@ -39,6 +39,7 @@ from lakefs_gc.lakefs.ranges import (
     range_ids_of_metarange,
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
@@ -86,12 +87,12 @@ def range_ids_frame(
     """The distinct range ids (column ``id``) of the metaranges, each metarange read by one task."""
     metaranges = spark.createDataFrame([(m,) for m in metarange_ids], "id string")
     metaranges = metaranges.repartition(max(1, min(parallelism, len(metarange_ids))))
-    return metaranges.mapInArrow(reader.range_ids, "id string").distinct()
+    return metaranges.mapInArrow(on_executor(reader.range_ids), "id string").distinct()
 
 
 def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
     """The addresses (``ADDRESS_SCHEMA``) of the ranges ``range_ids`` (column ``id``) lists."""
-    return range_ids.repartition(parallelism).mapInArrow(reader.addresses, ADDRESS_SCHEMA)
+    return range_ids.repartition(parallelism).mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
 
 
 class MetadataReader:
@@ -194,7 +195,7 @@ def uncommitted_frame(
     """Staged addresses from the dump's part files (paths inside ``location``'s filesystem)."""
     tasks = spark.createDataFrame([(f,) for f in files], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(files))))
-    return tasks.mapInArrow(_UncommittedReader(location, options), ADDRESS_SCHEMA)
+    return tasks.mapInArrow(on_executor(_UncommittedReader(location, options)), ADDRESS_SCHEMA)
 
 
 class _UncommittedReader:

@@ -34,6 +34,7 @@ from lakefs_gc.spark.report.layout import (
     part_files,
 )
 from lakefs_gc.spark.report.swept import effective_swept
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import is_not_found
 
 if TYPE_CHECKING:
@@ -66,7 +67,7 @@ def marked_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) ->
     files = part_files(report, MARKED)
     tasks = spark.createDataFrame([(f,) for f in files], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(files))))
-    return tasks.mapInArrow(_MarkedPartReader(report), "address string")
+    return tasks.mapInArrow(on_executor(_MarkedPartReader(report)), "address string")
 
 
 class _MarkedPartReader:
@@ -106,7 +107,7 @@ def recorded_ranges_frame(spark: SparkSession, report: ReportDir, *, parallelism
         raise MarkReportError(f"{report.child(RANGES)} is marked complete but holds no part file")
     tasks = spark.createDataFrame([(f,) for f in files], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(files))))
-    return tasks.mapInArrow(_IdPartReader(report, "range_id"), "id string")
+    return tasks.mapInArrow(on_executor(_IdPartReader(report, "range_id")), "id string")
 
 
 def recorded_metaranges(report: ReportDir) -> frozenset[str] | None:

@@ -31,6 +31,7 @@ from lakefs_gc.spark.report.layout import (
     part_name,
     partition_id,
 )
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.writes import open_output, write_bytes, write_parquet
 
 if TYPE_CHECKING:
@@ -41,7 +42,11 @@ def write_marked(df: DataFrame, report: ReportDir) -> tuple[int, int]:
     """Write ``df`` (MARKED_SCHEMA) as ``deleted/`` and ``deleted.text/``; return (rows, bytes)."""
     tag = new_part_tag()
     writer = _MarkedPartWriter(report, tag)
-    counts = df.select("address", "size", "last_modified").mapInArrow(writer, PART_COUNTS_SCHEMA).collect()
+    counts = (
+        df.select("address", "size", "last_modified")
+        .mapInArrow(on_executor(writer), PART_COUNTS_SCHEMA)
+        .collect()
+    )
     rows = sum(int(r["rows"]) for r in counts)
     size = sum(int(r["bytes"]) for r in counts)
     fs, base = report.filesystem()
@@ -101,7 +106,7 @@ def write_ranges(range_ids: DataFrame, report: ReportDir) -> int:
     """
     tag = new_part_tag()
     writer = _IdPartWriter(report, RANGES, RANGES_SCHEMA, tag)
-    counts = range_ids.select("id").mapInArrow(writer, "rows long").collect()
+    counts = range_ids.select("id").mapInArrow(on_executor(writer), "rows long").collect()
     rows = sum(int(r["rows"]) for r in counts)
     fs, base = report.filesystem()
     if rows == 0:

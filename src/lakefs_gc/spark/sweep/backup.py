@@ -32,7 +32,7 @@ from lakefs_gc.errors import ConfigError
 from lakefs_gc.gc.ports import Clock, utc_now
 from lakefs_gc.spark.report.layout import ReportDir, new_part_tag, part_files, part_name
 from lakefs_gc.spark.report.read import address_chunks, marked_frame, read_summary
-from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
+from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure, on_executor
 from lakefs_gc.storage.copiers import CopyOutcome, ObjectCopier, copier_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 from lakefs_gc.storage.writes import open_output
@@ -149,7 +149,9 @@ def _copy_run(spark: SparkSession, job: CopyJob, say: Progress, clock: Clock) ->
     body = _CopyPartition(report, direction, tag, source, destination, job.concurrency)
     marked = marked_frame(spark, report, parallelism=parallelism).repartition(parallelism)
     try:
-        rows = marked.mapInArrow(body, ", ".join(f"{c} long" for c in (*OUTCOMES, "bytes"))).collect()
+        rows = marked.mapInArrow(
+            on_executor(body), ", ".join(f"{c} long" for c in (*OUTCOMES, "bytes"))
+        ).collect()
     except Exception as e:
         if not is_spark_failure(e):
             raise

@@ -38,7 +38,7 @@ from lakefs_gc.spark.mark.references import LakeFSRefs
 from lakefs_gc.spark.report.layout import DRY_RUN, SWEPT, ReportDir, part_files
 from lakefs_gc.spark.report.read import marked_frame, read_summary
 from lakefs_gc.spark.report.write import rewrite_summary
-from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
+from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure, on_executor
 from lakefs_gc.spark.sweep import resume
 from lakefs_gc.spark.sweep.partition import OUTCOMES, PACE, SweepPartition
 from lakefs_gc.spark.sweep.plan import plan_sweep
@@ -114,7 +114,7 @@ def sweep_run(
     meter = ProgressMeter(say, repository, total, summary.num_deleted_bytes, done)
     try:
         with meter:
-            rows = pending.mapInArrow(body, schema).collect()
+            rows = pending.mapInArrow(on_executor(body), schema).collect()
     except Exception as e:
         if not is_spark_failure(e):
             raise

@@ -55,6 +55,7 @@ from lakefs_gc.events.routing import (
 )
 from lakefs_gc.events.spool import Spool, read_spool_file
 from lakefs_gc.inventory.mapping import NamespaceRoute
+from lakefs_gc.spark.runtime.failures import encode_errors
 
 log = logging.getLogger(__name__)
 
@@ -196,7 +197,7 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SpoolPartition)
-        return read_spool(self.config, partition.seq, Path(partition.path))
+        return encode_errors(read_spool(self.config, partition.seq, Path(partition.path)))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Delete the messages of every spool file up to ``end`` from the queue, then the file."""

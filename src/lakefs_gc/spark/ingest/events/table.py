@@ -37,6 +37,7 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.events.model import EVENT_DDL, EVENT_SCHEMA
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig, event_source_class, source_name
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.writes import open_output, write_whole
 
@@ -254,7 +255,7 @@ def events_frame(
     paths = [f"{base}/{r['part']}" for r in event_records(table) if r.get("part")]
     tasks = spark.createDataFrame([(p,) for p in paths], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
-    return tasks.mapInArrow(_PartReader(table, repositories), EVENT_DDL)
+    return tasks.mapInArrow(on_executor(_PartReader(table, repositories)), EVENT_DDL)
 
 
 class _PartReader:

@@ -45,6 +45,7 @@ from lakefs_gc.inventory.delivery_log import DeliveryLog, LogEntry
 from lakefs_gc.inventory.discovery import discover, read_rows
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.spark.ingest.inventory.parts import CandidatePartWriter, part_path
+from lakefs_gc.spark.runtime.failures import encode_errors
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -158,7 +159,7 @@ class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, FilePartition)
-        return read_partition(self.config, partition)
+        return encode_errors(read_partition(self.config, partition))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Nothing to acknowledge: deliveries stay where they are, the log is already durable."""

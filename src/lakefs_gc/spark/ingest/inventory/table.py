@@ -33,6 +33,7 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.storage.writes import open_output
@@ -187,7 +188,7 @@ def candidates_frame(
     paths = [f"{base}/{part}" for d in deliveries if d.status == "ingested" for part in d.parts]
     tasks = spark.createDataFrame([(p,) for p in paths], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
-    frame = tasks.mapInArrow(_PartReader(table), CANDIDATE_DDL)
+    frame = tasks.mapInArrow(on_executor(_PartReader(table)), CANDIDATE_DDL)
     return frame.dropDuplicates(["repository", "delivery_id", "address"])
 
 

@@ -73,6 +73,7 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
     _Store,
 )
 from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.storage.writes import replace_local_file
@@ -236,7 +237,9 @@ def committed_frames_cached(
         generation = current
     stats["generation"] = generation.number
     _log.info("%s: range cache %s: %s", repository, cache.root, stats)
-    addresses = bucketed.mapInArrow(_RangeLookup(cache.store(), generation.ranges), ADDRESS_SCHEMA)
+    addresses = bucketed.mapInArrow(
+        on_executor(_RangeLookup(cache.store(), generation.ranges)), ADDRESS_SCHEMA
+    )
     return range_ids, addresses, stats
 
 
@@ -272,7 +275,7 @@ def _update_metaranges(
         tasks = tasks.repartition(max(1, min(parallelism, len(items))))
         listed = {p.file: p for p in current.metaranges}
         writer = _MetarangeWriter(cache.store(), reader, current.number + 1, listed)
-        for row in tasks.mapInArrow(writer, META_STATUS).collect():
+        for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
             parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
     stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
     return kept + tuple(parts), stats
@@ -292,7 +295,7 @@ def _range_ids(
     tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
     tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
     lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts})
-    return tasks.mapInArrow(lookup, "id string").distinct()
+    return tasks.mapInArrow(on_executor(lookup), "id string").distinct()
 
 
 def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
@@ -307,7 +310,7 @@ def _update_ranges(
     cache: RangeCache, reader: MetadataReader, current: Generation, bucketed: DataFrame
 ) -> tuple[dict[int, tuple[Part, ...]], dict[str, int]]:
     ingest = _RangeIngest(cache.store(), reader, current.number + 1, current.ranges)
-    statuses = bucketed.mapInArrow(ingest, RANGE_STATUS).collect()
+    statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
     ranges: dict[int, tuple[Part, ...]] = {}
     if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
         raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")

@@ -27,6 +27,7 @@ from lakefs_gc.inventory.discovery import discover, newer_unusable, newest_snaps
 from lakefs_gc.inventory.generate import LOCAL_SOURCE
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.spark.mark.sources.base import LISTED_SCHEMA, Candidates, Progress
+from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -47,7 +48,7 @@ def inventory_objects(
     indexes = [(i,) for i in range(len(delivery.files))]
     tasks = spark.createDataFrame(indexes, "file int")
     tasks = tasks.repartition(max(1, min(parallelism, len(indexes))))
-    return tasks.mapInArrow(_ReadDataFiles(delivery, inventory, route, options), LISTED_SCHEMA)
+    return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options)), LISTED_SCHEMA)
 
 
 class _ReadDataFiles:
