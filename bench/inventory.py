@@ -238,7 +238,7 @@ def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, An
 
     from lakefs_gc.inventory.discovery import read_rows
     from lakefs_gc.inventory.mapping import route_rows
-    from lakefs_gc.spark.candidate_parts import CandidatePartWriter, part_path
+    from lakefs_gc.spark.ingest.inventory.parts import CandidatePartWriter, part_path
 
     fs, where = _local_fs(), routes()
     clock, rows, candidates = Clock(), 0, 0
@@ -292,8 +292,6 @@ def warm_up(spark: Any) -> None:
     """Start the Python workers and import the ingest's modules, as any earlier job would have."""
 
     def imports(batches: Iterator[Any]) -> Iterator[Any]:
-        import lakefs_gc.spark.candidate_table
-        import lakefs_gc.spark.inventory_source  # noqa: F401
 
         yield from batches
 
@@ -329,7 +327,7 @@ def measured(spark: Any, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
 
 
 def source_config(base: Path) -> Any:
-    from lakefs_gc.spark.inventory_source import SourceConfig
+    from lakefs_gc.spark.ingest.inventory.source import SourceConfig
     from lakefs_gc.storage.filesystems import StorageOptions
     from lakefs_gc.storage.locations import parse_location
 
@@ -342,8 +340,8 @@ def spark_ingest(spark: Any, base: Path, info: dict[str, Any], run_dir: Path) ->
     """One ``ingest_available`` of the delivery under ``base`` into a fresh table and checkpoint."""
     import pyarrow.parquet as pq
 
-    from lakefs_gc.spark.candidate_table import CandidateTable
-    from lakefs_gc.spark.ingest import ingest_available
+    from lakefs_gc.spark.ingest.inventory.stream import ingest_available
+    from lakefs_gc.spark.ingest.inventory.table import CandidateTable
     from lakefs_gc.storage.filesystems import StorageOptions
     from lakefs_gc.storage.locations import parse_location
 

@@ -160,7 +160,7 @@ def child(argv: list[str], env: dict[str, str] | None = None) -> Iterator[Child]
 def test_server(storage_root: Path, state_dir: Path | None, s3_endpoint: str | None) -> Any:
     argv = [sys.executable, "-m", "lakefs_gc.cli.main", "test-server", "--storage-root", str(storage_root)]
     if state_dir is not None:
-        argv += ["--state-dir", str(state_dir)]
+        argv += ["--state", str(state_dir)]
     if s3_endpoint:
         argv += ["--s3-endpoint", s3_endpoint]
     env = {
@@ -180,7 +180,7 @@ def bench_keys(prefix: str, n: int) -> list[str]:
 
 
 def serve_moto(latency_ms: int) -> int:
-    """Child mode: moto's S3 (as :func:`lakefs_gc.testing.servers.moto_server` runs it), plus
+    """Child mode: moto's S3 (as :func:`tests.support.servers.moto_server` runs it), plus
 
     * an optional delay before answering each ``DeleteObjects``, as a stand-in for the network
       and service time of a real S3 (moto on 127.0.0.1 answers in a few CPU milliseconds);
@@ -253,7 +253,7 @@ def synthesized(workdir: Path, spec: Spec) -> tuple[Path, Path, dict[str, Any]]:
             raise SystemExit(f"{base} exists but is incomplete (no synth.json): remove it and rerun")
         say(f"synthesizing {spec.tag} into {base} (1M objects: a few minutes)")
         argv = [sys.executable, "-m", "lakefs_gc.cli.main", "test-server", "synth", "--storage-root",
-                str(storage), "--state-dir", str(state), "--repository", REPOSITORY,
+                str(storage), "--state", str(state), "--repo", REPOSITORY,
                 "--objects", str(spec.objects), "--commits", str(spec.commits),
                 "--branches", str(spec.branches), "--uncommitted", str(spec.uncommitted),
                 "--garbage", str(spec.garbage)]  # fmt: skip
@@ -269,7 +269,7 @@ def spark_session(
     master: str, workdir: Path, extra: dict[str, str] | None = None, app: str = "lakefs-gc bench/mark.py"
 ) -> Any:
     """A session logging quietly, with the event log on (stage timings: the UI is off)."""
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.runtime.session import build_session
 
     log4j = workdir / "log4j2.properties"
     log4j.write_text(QUIET_LOG4J2)
@@ -368,12 +368,13 @@ def gc_settings(
 
 
 def bench_mark(spark: Any, settings: Any, state: Path) -> dict[str, Any]:
-    from lakefs_gc.spark.mark import mark_run
+    from lakefs_gc import jobs
 
     say("mark: starting")
     timeline = Timeline()
     since_ms = time.time() * 1000
-    result = mark_run(spark, settings, REPOSITORY, progress=timeline)
+    with jobs.lakefs_client(settings, "bench") as client:
+        result = jobs.mark(spark, settings, REPOSITORY, client=client, progress=timeline)
     seconds = time.perf_counter() - timeline.start
     memory = driver_memory()  # before anything below reads a whole table into this process
     say(f"mark: {seconds:.1f}s, {result.marked:,} marked; peak RSS {memory}")
@@ -392,12 +393,12 @@ def check_marked(settings: Any, result: Any, state: Path) -> dict[str, Any]:
     """The marked set beside the manifest's garbage set (ground truth of the synthesizer)."""
     import pyarrow.parquet as pq
 
-    from lakefs_gc.spark.reports import read_report_table
+    from lakefs_gc import jobs
 
     manifest = pq.read_table(state / f"{REPOSITORY}-manifest.parquet", columns=["address", "garbage"])
     addresses = manifest.column("address").to_pylist()
     expected = {a for a, g in zip(addresses, manifest.column("garbage").to_pylist(), strict=True) if g}
-    marked_table = read_report_table(settings, result.storage_namespace, result.mark_id, "deleted")
+    marked_table = jobs.report_table(settings, result.storage_namespace, result.mark_id, "deleted")
     marked = set(marked_table.column("address").to_pylist())
     return {
         "expected_garbage": len(expected),
@@ -418,7 +419,7 @@ def bench_ranges(spark: Any, settings: Any, storage_root: Path) -> dict[str, Any
     from lakefs_gc.lakefs.client import LakeFSClient
     from lakefs_gc.lakefs.exports import read_commits_csv
     from lakefs_gc.lakefs.ranges import committed_addresses_of_range, open_sstable
-    from lakefs_gc.spark.references import committed_frames
+    from lakefs_gc.spark.mark.references import committed_frames
     from lakefs_gc.sstable import SSTableReader, iter_metarange
     from lakefs_gc.storage.filesystems import filesystem_for
     from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
@@ -496,7 +497,7 @@ def warm_up(spark: Any) -> None:
     def imports(batches: Iterator[Any]) -> Iterator[Any]:
         import boto3  # noqa: F401
 
-        import lakefs_gc.spark.sweep  # noqa: F401
+        import lakefs_gc.spark.sweep.job  # noqa: F401
 
         yield from batches
 
@@ -513,7 +514,7 @@ def bench_sweep(
     from lakefs_sdk.api_client import ApiClient
     from lakefs_sdk.models.repository_creation import RepositoryCreation
 
-    from lakefs_gc.spark.sweep import sweep_run
+    from lakefs_gc import jobs
 
     endpoint, moto_pid = moto_server.info["endpoint"], moto_server.info["pid"]
     s3 = boto3.client(
@@ -561,7 +562,7 @@ def bench_sweep(
         since_ms = time.time() * 1000
         result, seconds, moto_cpu = timed_against(
             moto_pid,
-            lambda: sweep_run(spark, settings, "sweep-bench", mark_id, progress=lambda m: say("  " + m)),
+            lambda: _sweep(jobs, spark, settings, "sweep-bench", mark_id),
         )
     left = moto_server.request({"op": "count", "bucket": BUCKET, "prefix": f"{namespace_key}/data/"})["count"]
     out["sweep"] = {
@@ -572,6 +573,13 @@ def bench_sweep(
     }  # fmt: skip
     say(f"sweep: sweep_run {n / seconds:,.0f} deletes/s")
     return out
+
+
+def _sweep(jobs: Any, spark: Any, settings: Any, repository: str, mark_id: str) -> Any:
+    with jobs.lakefs_client(settings, "bench") as client:
+        return jobs.sweep(
+            spark, settings, repository, mark_id, client=client, progress=lambda m: say("  " + m)
+        )
 
 
 def _sdk_configuration(info: dict[str, Any]) -> Any:

@@ -326,7 +326,8 @@ def _plus(*sections: list[float]) -> list[float]:
 
 
 def event_config(config: Any, run_dir: Path, name: str) -> Any:
-    from lakefs_gc.spark.event_source import EventRoute, EventSourceConfig
+    from lakefs_gc.events.routing import EventRoute
+    from lakefs_gc.spark.ingest.events.source import EventSourceConfig
     from lakefs_gc.storage.locations import parse_location
 
     base = (
@@ -342,7 +343,8 @@ def bench_spool(source: Source, events: int, depth: int, run_dir: Path) -> dict[
     """The driver side of the event source without Spark: drain to spool files, acknowledge."""
     from pyspark.sql.streaming.datasource import ReadMaxRows
 
-    from lakefs_gc.spark.event_source import EventStreamReader, Spool
+    from lakefs_gc.events.spool import Spool
+    from lakefs_gc.spark.ingest.events.source import EventStreamReader
 
     config = event_config(source.queue("spool"), run_dir, f"{source.kind}-spool")
     reader = EventStreamReader(config)
@@ -366,7 +368,8 @@ def bench_spool(source: Source, events: int, depth: int, run_dir: Path) -> dict[
 
 def bench_end_to_end(spark: Any, source: Source, events: int, depth: int, run_dir: Path) -> dict[str, Any]:
     """``availableNow`` runs of the event source into a fresh event table, one per round."""
-    from lakefs_gc.spark.event_source import EventStreamReader, Spool
+    from lakefs_gc.events.spool import Spool
+    from lakefs_gc.spark.ingest.events.source import EventStreamReader
 
     config = event_config(source.queue("e2e"), run_dir, f"{source.kind}-e2e")
     runs, ack = Meter(source.servers), Meter(source.servers)
@@ -411,8 +414,8 @@ def bench_continuous(spark: Any, source: Source, events: int, depth: int, run_di
     message is in the table and acknowledged. The next round is put in the queue from the sink's
     callback once the round's messages are in, so the query waits meanwhile; that time is taken
     off."""
-    from lakefs_gc.spark.event_source import Spool
-    from lakefs_gc.spark.event_table import EventTable, run_event_stream
+    from lakefs_gc.events.spool import Spool
+    from lakefs_gc.spark.ingest.events.table import EventTable, run_event_stream
     from lakefs_gc.storage.filesystems import StorageOptions
     from lakefs_gc.storage.locations import parse_location
 
@@ -461,7 +464,7 @@ def bench_continuous(spark: Any, source: Source, events: int, depth: int, run_di
 
 def stream_once(spark: Any, config: Any, run_dir: Path, counts: list[Any]) -> list[Any]:
     """One ``availableNow`` run; its progress reports."""
-    from lakefs_gc.spark.event_table import EventTable, run_event_stream
+    from lakefs_gc.spark.ingest.events.table import EventTable, run_event_stream
     from lakefs_gc.storage.filesystems import StorageOptions
     from lakefs_gc.storage.locations import parse_location
 
@@ -547,7 +550,9 @@ def azure_source() -> Iterator[Source]:
     from pydantic import SecretStr
 
     from lakefs_gc.events.queues import QueueConfig
-    from lakefs_gc.testing.servers import azurite
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: tests/support
+    from tests.support.servers import azurite
 
     before = set(process_tree(os.getpid()))
     with azurite() as server:
@@ -603,13 +608,12 @@ def gc_cycle(
     spark: Any, settings: Any, cache: Any, servers: Mapping[str, int], sweep: bool
 ) -> dict[str, Any]:
     """``mark_run`` (with ``cache`` unless None), then ``sweep_run`` of its mark."""
-    from lakefs_gc.spark.mark import mark_run
-    from lakefs_gc.spark.sweep import sweep_run
+    from lakefs_gc import jobs
 
     marking = Meter(servers)
     timeline, since_ms = Timeline(), time.time() * 1000
-    with marking.timed():
-        result = mark_run(spark, settings, REPOSITORY, range_cache=cache, progress=timeline)
+    with marking.timed(), jobs.lakefs_client(settings, "bench") as client:
+        result = jobs.mark(spark, settings, REPOSITORY, client=client, range_cache=cache, progress=timeline)
     s = result.summary
     out: dict[str, Any] = {"mark": {
         "mark_id": result.mark_id, "seconds": round(marking.seconds, 2),
@@ -622,8 +626,10 @@ def gc_cycle(
     say(f"  mark {marking.seconds:.1f}s, {result.marked:,} marked, range cache {s.get('range_cache')}")
     if sweep:
         sweeping = Meter(servers)
-        with sweeping.timed():
-            swept = sweep_run(spark, settings, REPOSITORY, result.mark_id, progress=lambda m: say("  " + m))
+        with sweeping.timed(), jobs.lakefs_client(settings, "bench") as client:
+            swept = jobs.sweep(
+                spark, settings, REPOSITORY, result.mark_id, client=client, progress=lambda m: say("  " + m)
+            )
         out["sweep"] = {
             "seconds": round(sweeping.seconds, 2), "cpu": {k: round(v, 2) for k, v in sweeping.cpu.items()},
             "deleted": swept.deleted, "missing": swept.missing, "failed": swept.failed,
@@ -672,7 +678,7 @@ def add_commits(info: dict[str, Any], spec: Spec, fraction: float) -> dict[str, 
 
 
 def bench_gc(spark: Any, args: Any, workdir: Path) -> dict[str, Any]:
-    from lakefs_gc.spark.range_cache import RangeCache
+    from lakefs_gc.spark.mark.range_cache import RangeCache
 
     spec = Spec(args.objects, args.commits, args.branches, args.objects // 10, args.objects // 10)
     storage, state, synth = synthesized(workdir, spec)
@@ -703,10 +709,10 @@ def warm_up(spark: Any) -> None:
     first timed path is not also the session's first job."""
 
     def imports(batches: Iterator[Any]) -> Iterator[Any]:
-        import lakefs_gc.spark.event_source
-        import lakefs_gc.spark.mark
-        import lakefs_gc.spark.range_cache
-        import lakefs_gc.spark.sweep  # noqa: F401
+        import lakefs_gc.spark.ingest.events.source
+        import lakefs_gc.spark.mark.job
+        import lakefs_gc.spark.mark.range_cache.cache
+        import lakefs_gc.spark.sweep.job  # noqa: F401
 
         yield from batches
 

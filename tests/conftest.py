@@ -1,4 +1,5 @@
-"""Suite-wide fixtures: shared lakeFS fixture files and the one Spark session per test run."""
+"""Suite-wide fixtures: the real lakeFS and RocksDB files of ``tests/fixtures`` and the one Spark
+session per test run."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
+from tests.support.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
 
-pytest_plugins = ["tests.object_stores"]
+pytest_plugins = ["tests.support.object_stores", "tests.support.gc_env"]
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -20,15 +21,15 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 
 
 def fixtures_root() -> Path:
-    """``$LAKEFS_GC_FIXTURES`` or ``../shared/fixtures`` beside the checkout.
+    """``$LAKEFS_GC_FIXTURES`` or ``tests/fixtures`` (see its README.md).
 
     Missing fixtures are an error, never a skip: CI must exercise the real lakeFS files.
     """
     env = os.environ.get("LAKEFS_GC_FIXTURES")
-    root = Path(env) if env else REPO_ROOT.parent / "shared" / "fixtures"
+    root = Path(env) if env else REPO_ROOT / "tests" / "fixtures"
     if not (root / "lakefs-sstable").is_dir():
         raise RuntimeError(
-            f"lakeFS fixtures not found at {root}: set LAKEFS_GC_FIXTURES to the shared/fixtures directory"
+            f"lakeFS fixtures not found at {root}: set LAKEFS_GC_FIXTURES to a copy of tests/fixtures"
         )
     return root
 
@@ -51,7 +52,7 @@ def pebble_testdata(fixtures: Path) -> Path:
 @pytest.fixture(scope="session")
 def spark() -> Iterator[SparkSession]:
     """The one local Spark session of the test run (start-up costs seconds)."""
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.runtime.session import build_session
 
     session = build_session(
         "lakefs-gc-tests", environ=os.environ, master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}

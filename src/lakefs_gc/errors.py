@@ -7,7 +7,9 @@ delete failures are *data* (written to sweep reports), never exceptions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import IntEnum
+from typing import Any
 
 
 class ExitCode(IntEnum):
@@ -43,10 +45,26 @@ class ExitCode(IntEnum):
 
 
 class GcError(Exception):
-    """Base of every error lakefs-gc raises on purpose."""
+    """Base of every error lakefs-gc raises on purpose.
+
+    An error raised in a Spark task reaches the driver only as text; :meth:`wire_fields` and
+    :meth:`from_wire` are how it crosses whole (``lakefs_gc.spark.runtime.failures``): a subclass
+    with fields beyond its message names them, and is rebuilt with them, so the operator sees the
+    same error, and the CLI exits with the same code, as if it had been raised on the driver.
+    """
 
     #: process exit code the CLI uses for this kind of error
     exit_code: int = ExitCode.INTERNAL
+
+    def wire_fields(self) -> dict[str, Any]:
+        """What this error carries besides its message (JSON values)."""
+        return {}
+
+    @classmethod
+    def from_wire(cls, message: str, fields: Mapping[str, Any]) -> GcError:
+        """The error :meth:`wire_fields` and ``str()`` describe (fields may be missing: then the
+        message alone)."""
+        return cls(message)
 
 
 class ConfigError(GcError):
@@ -71,6 +89,17 @@ class SSTableFormatError(GcError):
         where = f"{name}" if offset is None else f"{name} at byte offset {offset}"
         super().__init__(f"{where}: {reason}")
 
+    def wire_fields(self) -> dict[str, Any]:
+        return {"name": self.name, "offset": self.offset, "reason": self.reason}
+
+    @classmethod
+    def from_wire(cls, message: str, fields: Mapping[str, Any]) -> GcError:
+        if "reason" not in fields:
+            error = cls("", None, message)
+            error.args = (message,)
+            return error
+        return cls(str(fields.get("name", "")), fields.get("offset"), str(fields["reason"]))
+
 
 class LakeFSError(GcError):
     """lakeFS answered with an error or could not be reached (after retries)."""
@@ -80,6 +109,13 @@ class LakeFSError(GcError):
     def __init__(self, message: str, *, status: int | None = None) -> None:
         self.status = status
         super().__init__(message)
+
+    def wire_fields(self) -> dict[str, Any]:
+        return {"status": self.status}
+
+    @classmethod
+    def from_wire(cls, message: str, fields: Mapping[str, Any]) -> GcError:
+        return cls(message, status=fields.get("status"))
 
 
 class NoRetentionRulesError(LakeFSError):

@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, f
 from lakefs_gc.durations import duration_field
 from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.gc.cutoff import DEFAULT_MIN_AGE
+from lakefs_gc.gc.params import MarkParams, SweepParams
 from lakefs_gc.lakefs.settings import LakeFSConnection, default_lakectl_config_path, resolve_connection
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
@@ -143,6 +144,36 @@ class GcOptions(BaseModel):
             raise ValueError("must be positive")
         return value
 
+    def mark_params(self, repository: str, *, parallelism: int | None = None) -> MarkParams:
+        """What one mark of ``repository`` is asked to do, from these options."""
+        return MarkParams(
+            repository=repository,
+            min_age=self.min_age,
+            unsafe_min_age=self.unsafe_min_age,
+            prepare_commits_timeout=self.prepare_commits_timeout,
+            inventory=self.inventory,
+            max_inventory_age=self.max_inventory_age,
+            parallelism=parallelism,
+        )
+
+    def sweep_params(
+        self, repository: str, *, force: bool = False, dry_run: bool = False, parallelism: int | None = None
+    ) -> SweepParams:
+        """What one sweep of ``repository`` is asked to do, from these options and the flags."""
+        return SweepParams(
+            repository=repository,
+            revalidate=self.revalidate,
+            max_mark_age=self.max_mark_age,
+            max_delete_fraction=self.max_delete_fraction,
+            prepare_commits_timeout=self.prepare_commits_timeout,
+            concurrency=self.sweep_concurrency,
+            max_retries=self.sweep_max_retries,
+            max_deletes_per_second=self.max_deletes_per_second,
+            force=force,
+            dry_run=dry_run,
+            parallelism=parallelism,
+        )
+
     @field_validator("inventory")
     @classmethod
     def _destination(cls, value: str | None) -> str | None:
@@ -189,6 +220,14 @@ class GcSettings(StorageSettings):
     """Everything a mark or sweep needs, validated."""
 
     lakefs: LakeFSConnection
+
+    def mark_params(self, repository: str) -> MarkParams:
+        return self.gc.mark_params(repository, parallelism=self.spark.parallelism)
+
+    def sweep_params(self, repository: str, *, force: bool = False, dry_run: bool = False) -> SweepParams:
+        return self.gc.sweep_params(
+            repository, force=force, dry_run=dry_run, parallelism=self.spark.parallelism
+        )
 
 
 G = TypeVar("G", bound="GcSettings")

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from tests.batch.conftest import GcEnv, run_cli
 from tests.conftest import REPO_ROOT
+from tests.support.gc_env import GcEnv, run_cli
 from tests.testing.unified_gc import EXPECTED_SURVIVORS, build_unified_gc
 
 REPO = "unified"

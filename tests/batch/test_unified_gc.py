@@ -8,9 +8,9 @@ from typing import TYPE_CHECKING
 import pytest
 
 from lakefs_gc.testing.faults import Fault
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.batch.conftest import GcEnv, run_cli
-from tests.object_stores import s3_client
+from tests.support.gc_env import GcEnv, run_cli
+from tests.support.object_stores import s3_client
+from tests.support.servers import AzuriteServer, MotoServer
 from tests.testing.unified_gc import EXPECTED_SURVIVORS, build_unified_gc
 
 if TYPE_CHECKING:

@@ -28,9 +28,9 @@ from lakefs_gc.cli import sstable as sstable_cli
 from lakefs_gc.cli.exits import MEANING
 from lakefs_gc.cli.main import main
 from lakefs_gc.errors import ExitCode
-from lakefs_gc.spark.failures import job_failure
+from lakefs_gc.spark.runtime.failures import job_failure
 from lakefs_gc.storage.filesystems import StorageOptions
-from tests.batch.conftest import GcEnv, gc_env
+from tests.support.gc_env import GcEnv, gc_env
 from tests.testing.unified_gc import build_unified_gc
 
 README = Path(__file__).resolve().parents[2] / "README.md"

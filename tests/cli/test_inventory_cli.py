@@ -30,8 +30,8 @@ from lakefs_gc.inventory.generate import generate_delivery, list_namespace
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 
 #: namespace-relative address -> whether routing keeps it (may the GC ever consider it)
 OBJECTS = {

@@ -13,8 +13,8 @@ import yaml
 
 from lakefs_gc.cli.main import main
 from lakefs_gc.sstable import TableWriter
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import blob_service, s3_client
+from tests.support.object_stores import blob_service, s3_client
+from tests.support.servers import AzuriteServer, MotoServer
 
 
 def dump(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:

@@ -26,9 +26,6 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.service.app import GcService
-from lakefs_gc.spark.mark import mark_run
-from lakefs_gc.spark.sweep import sweep_run
-from lakefs_gc.testing.throttling import moto_behind
 from tests.deploy.iam import evaluate
 from tests.deploy.recording import Call, StorageCalls
 from tests.service.conftest import S3World, Served
@@ -45,6 +42,8 @@ from tests.service.histories import (
     wait_for,
 )
 from tests.service.test_serve_s3 import deliver
+from tests.support.jobs import mark, sweep
+from tests.support.throttling import moto_behind
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY = ROOT / "deploy" / "aws" / "iam-policy.json"
@@ -181,12 +180,12 @@ def test_every_storage_call_of_the_product_is_allowed(
         late = orphan(h, "late/b")
         h.garbage(late, "orphaned after the service's cycle: the batch run collects it")
         time.sleep(MIN_AGE_S + 1)
-        listed = mark_run(spark, settings, REPO)  # candidates from a listing
-        sweep_run(spark, settings, REPO, listed.mark_id)
+        listed = mark(spark, settings, REPO)  # candidates from a listing
+        sweep(spark, settings, REPO, listed.mark_id)
         from_inventory = settings.model_copy(
             update={"gc": settings.gc.model_copy(update={"inventory": world.inventory})}
         )
-        assert mark_run(spark, from_inventory, REPO).success
+        assert mark(spark, from_inventory, REPO).success
     assert recorder.unknown == []
     assert h.problems(world.keys(REPO)) == []
     assert legacy.removeprefix(f"repos/{REPO}/") not in world.keys(REPO)

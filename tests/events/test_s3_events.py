@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 
 from lakefs_gc.events.model import EventFormatError, ObjectEvent
 from lakefs_gc.events.parse import Parsed, parse_message
-from lakefs_gc.testing.servers import MotoServer
-from tests.object_stores import s3_client
+from tests.support.object_stores import s3_client
+from tests.support.servers import MotoServer
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -88,7 +88,8 @@ def test_sns_wrapped_notification_is_the_wrapped_one() -> None:
 
 
 def test_raw_sns_delivery_is_the_notification_itself() -> None:
-    # RawMessageDelivery=true puts the S3 JSON itself in the SQS body (§3.2): nothing to unwrap
+    # RawMessageDelivery=true puts the S3 JSON itself in the SQS body: nothing to unwrap
+    # (docs/formats/notifications.md, "Delivery wrappers")
     assert parse_message(json.dumps(json.loads(fixture("s3_put.json")))) == Parsed((PUT,))
 
 
@@ -125,9 +126,10 @@ def test_eventbridge_deleted_delete_marker_is_a_delete() -> None:
 
 
 def test_eventbridge_moto_deviations() -> None:
-    """moto 5.2.5 (§3.3): ``eTag`` not ``etag``, ``version-id: "null"``, no milliseconds, and the key
-    *raw*. We decode EventBridge keys as AWS encodes them, so under moto a raw key holding ``+`` or
-    ``%XX`` comes out wrong: ``a+b c%25.txt`` was put as exactly that, and reads as ``a b c%.txt``."""
+    """moto 5.2.5 (notifications.md, "What moto sends"): ``eTag`` not ``etag``, ``version-id:
+    "null"``, no milliseconds, and the key *raw*. We decode EventBridge keys as AWS encodes them, so
+    under moto a raw key holding ``+`` or ``%XX`` comes out wrong: ``a+b c%25.txt`` was put as
+    exactly that, and reads as ``a b c%.txt``."""
     event = only(parse_message(fixture("eventbridge_moto_created.json")))
     assert event.etag == "9dd4e461268c8034f5c8564e155c67a6"
     assert event.version_id is None
@@ -236,7 +238,7 @@ AWKWARD_KEYS = [
 def test_keys_round_trip_form_encoding(key: str) -> None:
     encoded = quote_plus(key, safe="")  # what moto (and S3, up to "/") sends
     assert only(parse_message(records(record(key=encoded)))).key == key
-    # real S3 may leave "/" unencoded (§0.8): decodes the same
+    # real S3 may leave "/" unencoded (notifications.md, "S3 notification records"): decodes the same
     assert only(parse_message(records(record(key=quote_plus(key, safe="/"))))).key == key
 
 
@@ -436,7 +438,8 @@ def test_moto_eventbridge(moto: MotoServer, s3_bucket: str) -> None:
     s3.delete_object(Bucket=s3_bucket, Key="plain/key.bin")
     got, skipped = events_of(list(drain(sqs, url)))
     assert [(kind, key) for kind, key, _ in got] == [
-        ("created", "a b c%.txt"),  # moto sends EventBridge keys raw; we decode as AWS encodes (§3.3)
+        # moto sends EventBridge keys raw; we decode as AWS encodes (notifications.md, "What moto sends")
+        ("created", "a b c%.txt"),
         ("created", "plain/key.bin"),
         ("deleted", "plain/key.bin"),
     ]

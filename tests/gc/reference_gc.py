@@ -1,4 +1,5 @@
-"""A reference model of one GC run, from the lakeFS API and the file system only (internals §0).
+"""A reference model of one GC run, from the lakeFS API and the file system only
+(docs/formats/lakefs-gc-api.md, "What a GC computes").
 
     expected deleted = { listed objects older than the cutoff }
                      − { physical addresses of every object of every ACTIVE commit }
@@ -11,7 +12,7 @@ and the listing from walking the storage namespace on the local disk.
 
 * listed: files under ``data/`` at least two levels deep (``data/<slice>/<xid>``, also sharded layouts),
   plus files at the namespace root other than ``dummy``; never ``_lakefs/``, never a file directly under
-  ``data/`` (lakeFS's client lists it under a key that does not exist, internals §1.5).
+  ``data/`` (lakeFS's client lists it under a key that does not exist: lakefs-storage.md, "Namespace layout").
 * visible on a branch = staged and committed entries with tombstones applied; a tombstone hides a
   committed entry, but that entry is in the branch's HEAD commit, which is always active.
 * ``restaged_identical`` names the referenced addresses lakeFS's own exports miss: a staged entry with

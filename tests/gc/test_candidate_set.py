@@ -82,7 +82,7 @@ _history = st.tuples(
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(_history, min_size=1, max_size=40), st.one_of(st.none(), _times))
 def test_spark_candidate_set_equals_the_rule(spark: object, histories: list, snap_hour: int | None) -> None:
-    from lakefs_gc.spark.candidate_set import candidate_set_frame
+    from lakefs_gc.spark.mark.sources.candidate_set import candidate_set_frame
 
     snapshot_time = None if snap_hour is None else at(snap_hour)
     snap_rows, event_rows, swept_rows, expected = [], [], [], {}

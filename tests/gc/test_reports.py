@@ -8,7 +8,7 @@ import pytest
 
 from lakefs_gc.gc.reports import MarkReportError, MarkSummary, format_java_instant, parse_summary, report_dir
 
-LAKEFS_EXAMPLE = (  # PR #9657, internals §2.5
+LAKEFS_EXAMPLE = (  # lakeFS PR #9657; docs/formats/lakefs-gc-api.md, "Mark reports"
     '{"run_id":"g4uk6erfnfus73frbnqg","success":true,"first_slice":"g5adr8f5pvec73cpia80",'
     '"start_time":"2025-11-10T10:34:37.245361091Z","cutoff_time":"2025-11-10T04:34:37.243Z",'
     '"num_deleted_objects":147942}'
@@ -58,7 +58,7 @@ def test_java_instant_format(ns: int, text: str) -> None:
 
 
 def test_parse_summary_accepts_lakefs_and_refuses_failed_runs() -> None:
-    assert parse_summary(LAKEFS_EXAMPLE, "x")["num_deleted_objects"] == 147942
+    assert parse_summary(LAKEFS_EXAMPLE, "x").num_deleted_objects == 147942
     with pytest.raises(MarkReportError, match=r"Provided mark \(r\) is of a failed run"):
         parse_summary('{"run_id":"r","success":false}', "x")
     with pytest.raises(MarkReportError, match="not JSON"):

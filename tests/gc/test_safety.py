@@ -1,4 +1,4 @@
-"""Invariants 1–3 on the pure mark: properties over arbitrary listings and references."""
+"""Invariants 1–3 (docs/invariants.md) on the pure mark: properties over arbitrary listings and references."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.gc.addresses import deletable_key
-from lakefs_gc.gc.candidates import ListedObject, mark
+from lakefs_gc.gc.algebra import ListedObject, mark
 from lakefs_gc.gc.cutoff import compute_cutoff
 
 NOW = datetime(2026, 11, 21, 12, 0, tzinfo=timezone.utc)

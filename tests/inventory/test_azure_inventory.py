@@ -15,8 +15,8 @@ from lakefs_gc.inventory.azure import discover, load_manifest, read_data_file, w
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, Delivery, InventoryError
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import parse_location
-from lakefs_gc.testing.servers import AzuriteServer
-from tests.object_stores import azure_options
+from tests.support.object_stores import azure_options
+from tests.support.servers import AzuriteServer
 
 T0 = datetime(2026, 5, 26, 13, 25, 36, tzinfo=timezone.utc)
 KEYS = [

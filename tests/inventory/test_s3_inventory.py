@@ -24,7 +24,7 @@ from lakefs_gc.inventory.s3 import (
 )
 
 if TYPE_CHECKING:
-    from lakefs_gc.testing.servers import MotoServer
+    from tests.support.servers import MotoServer
 
 SNAPSHOT = datetime(2026, 3, 1, 6, 30, tzinfo=timezone.utc)
 MODIFIED = datetime(2026, 2, 1, 12, 0, 0, 123000, tzinfo=timezone.utc)
@@ -360,7 +360,7 @@ def test_empty_destination_finds_nothing(tmp_path: Path) -> None:
 def test_round_trip_on_moto(moto: MotoServer, s3_bucket: str, fmt: FileFormat) -> None:
     from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
     from lakefs_gc.storage.locations import parse_location
-    from tests.object_stores import s3_options
+    from tests.support.object_stores import s3_options
 
     options = StorageOptions(s3=s3_options(moto))
     fs, root = filesystem_for(parse_location(f"s3://{s3_bucket}"), options)

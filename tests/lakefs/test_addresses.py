@@ -1,4 +1,5 @@
-"""Committed address normalisation: the vectors of internals §1.6 (CommittedAddressListerSpec)."""
+"""Committed address normalisation: lakeFS's CommittedAddressListerSpec vectors
+(docs/formats/lakefs-ranges.md, "Committed addresses")."""
 
 from __future__ import annotations
 
@@ -23,7 +24,8 @@ DEPRECATED = AddressType.BY_PREFIX_DEPRECATED
         # FULL elsewhere (imports): dropped, never deleted
         ("s3://some-test/0.json", FULL, None),
         ("s3://test-bucket/lfs-other/data/x", FULL, None),  # exact prefix: lfs-other is not lfs/
-        # another scheme's spelling is kept verbatim (matches no listed key; internals §6.3 item 8)
+        # another scheme's spelling is kept verbatim: it matches no listed key
+        # (docs/formats/lakefs-gc-api.md, "Pitfalls of lakeFS's Scala client", 8)
         ("s3a://test-bucket/lfs/data/x", FULL, "s3a://test-bucket/lfs/data/x"),
         # RELATIVE: kept as is, whatever it looks like
         (SLICE_OBJECT, RELATIVE, SLICE_OBJECT),

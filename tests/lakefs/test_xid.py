@@ -1,4 +1,4 @@
-"""xids and descending xids decode as internals §2.2 documents."""
+"""xids and descending xids decode as docs/formats/lakefs-storage.md, "xids and slices" says."""
 
 from __future__ import annotations
 

@@ -27,9 +27,9 @@ from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.notifications import AzureQueueNotifier, Notifier
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, blob_service, s3_client, s3_options, unique_name
 from tests.service.histories import MIN_AGE_S
+from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options, unique_name
+from tests.support.servers import AzuriteServer, MotoServer
 from tests.testing.sdk import Lakefs
 
 

@@ -25,7 +25,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lakefs_gc.service.app import GcService
 from lakefs_gc.service.settings import ServiceSettings
-from lakefs_gc.spark.reports import ReportDir, part_files, read_summary
+from lakefs_gc.spark.report.layout import ReportDir, part_files
+from lakefs_gc.spark.report.read import read_summary
 from tests.testing.sdk import Lakefs
 
 T = TypeVar("T")
@@ -327,7 +328,7 @@ def failures(service: GcService, repo: str) -> list[str]:
 
 def mark_summary(service: GcService, repo: str, mark_id: str) -> dict[str, Any]:
     """The mark's ``summary.json`` in the repository's storage namespace."""
-    return read_summary(_report(service, repo, mark_id))
+    return dict(read_summary(_report(service, repo, mark_id)).body)
 
 
 def marked_addresses(service: GcService, repo: str, mark_id: str) -> set[str]:

@@ -56,16 +56,13 @@ from pyspark.sql import SparkSession
 from lakefs_gc.events.queues import QueueConfig
 from lakefs_gc.inventory.generate import generate_delivery
 from lakefs_gc.inventory.mapping import NamespaceRoute
-from lakefs_gc.spark.candidate_table import CandidateTable, ingest_records, ingested_deliveries
-from lakefs_gc.spark.event_source import EventSourceConfig
-from lakefs_gc.spark.event_table import EventTable, event_records, run_event_stream
+from lakefs_gc.spark.ingest.events.source import EventSourceConfig
+from lakefs_gc.spark.ingest.events.table import EventTable, event_records, run_event_stream
+from lakefs_gc.spark.ingest.inventory.table import CandidateTable, ingest_records, ingested_deliveries
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import MotoServer
-from lakefs_gc.testing.throttling import S3SlowDown, moto_behind
-from tests.object_stores import s3_client, s3_options, unique_name
 from tests.service.histories import (
     MIN_AGE_S,
     History,
@@ -75,6 +72,9 @@ from tests.service.histories import (
     recent_commit,
     staging,
 )
+from tests.support.object_stores import s3_client, s3_options, unique_name
+from tests.support.servers import MotoServer
+from tests.support.throttling import S3SlowDown, moto_behind
 from tests.testing.sdk import Lakefs
 
 pytestmark = pytest.mark.slow

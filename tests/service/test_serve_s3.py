@@ -21,7 +21,7 @@ from pyspark.sql import SparkSession
 from lakefs_gc.events.model import sequencer_order
 from lakefs_gc.inventory.generate import generate_delivery
 from lakefs_gc.service.app import GcService
-from lakefs_gc.spark.event_table import EventTable, event_records
+from lakefs_gc.spark.ingest.events.table import EventTable, event_records
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
 from tests.service.conftest import S3World, Served, records
@@ -189,7 +189,7 @@ def _key(record: dict[str, Any]) -> str:
 
 
 def s3_record(bucket: str, key: str, kind: str, *, sequencer: str, when: datetime) -> str:
-    """A hand-made S3 notification (moto sends no sequencers, cloud-formats.md §3.3)."""
+    """A hand-made S3 notification (moto sends no sequencers: notifications.md, "What moto sends")."""
     created = kind == "created"
     obj: dict[str, Any] = {"key": quote_plus(key), "sequencer": sequencer}
     if created:

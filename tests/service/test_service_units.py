@@ -15,15 +15,15 @@ from pydantic import ValidationError
 from pyspark.sql import SparkSession
 
 from lakefs_gc.errors import ConfigError, GcError
+from lakefs_gc.gc.guards import SweepRefusedError
 from lakefs_gc.service.app import GcService
 from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.settings import RepositorySchedule, ServiceSettings
-from lakefs_gc.spark.mark import MarkResult
-from lakefs_gc.spark.sweep import SweepResult
-from lakefs_gc.spark.sweep_guards import SweepRefusedError
+from lakefs_gc.spark.mark.job import MarkResult
+from lakefs_gc.spark.sweep.job import SweepResult
 from tests.service.histories import probe, scrape, value
 
 LAKEFS = {"endpoint": "http://127.0.0.1:1/api/v1", "access_key_id": "AKIA", "secret_access_key": "secret"}

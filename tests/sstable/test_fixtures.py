@@ -1,4 +1,5 @@
-"""Real tables written by RocksDB and by lakeFS decode exactly as internals §5.4 lists."""
+"""Real tables written by RocksDB and by lakeFS decode exactly as docs/formats/lakefs-ranges.md,
+"The fixtures" lists."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from lakefs_gc.sstable.catalog import decode_entry, encode_entry, format_rfc3339
 from lakefs_gc.sstable.committed import RangeData, decode_range_data, encode_range_data
 from lakefs_gc.sstable.graveler import marshal_value, unmarshal_value
 from lakefs_gc.sstable.varint import put_uvarint, put_zigzag, read_uvarint, read_zigzag
-from tests.rocksdb import SstDump
+from tests.support.rocksdb import SstDump
 
 
 def test_varint_vectors() -> None:

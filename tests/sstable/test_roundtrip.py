@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakefs_gc.sstable import SSTableReader, TableWriter
-from tests.rocksdb import SstDump
+from tests.support.rocksdb import SstDump
 
 PREFIXES = [
     b"",

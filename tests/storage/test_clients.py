@@ -35,8 +35,8 @@ from lakefs_gc.storage.filesystems import (
 )
 from lakefs_gc.storage.locations import parse_location
 from lakefs_gc.testing.blockstore import NamespaceStore
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, blob_service, s3_options
+from tests.support.object_stores import azure_options, blob_service, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 
 # -- a real HTTP server answering with canned responses ------------------------------------------------
 

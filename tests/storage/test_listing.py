@@ -23,14 +23,11 @@ from lakefs_gc.storage.listing import (
     iter_root_files,
     list_children,
 )
-from tests.storage import test_contract as contract
+from tests.contracts.backends import KEY_LIMIT, KEYS, Backend, azure_backend, local_backend, s3_backend
 from tests.storage.test_clients import Request, stub_server
-from tests.storage.test_contract import KEY_LIMIT, KEYS, Backend
 
-# the backends of test_contract.py, shared as fixtures of this module
-local_backend = contract.local_backend
-s3_backend = contract.s3_backend
-azure_backend = contract.azure_backend
+# the contracts' backends, as fixtures of this module too
+__all__ = ["azure_backend", "local_backend", "s3_backend"]
 
 SPECIAL = [k for k in KEYS.values() if k]  # spaces, +, %xx, #, ?, unicode
 

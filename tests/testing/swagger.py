@@ -7,7 +7,7 @@ JSON body validates against the response schema. OpenAPI 3.0 schemas are convert
 serialises generated structs, so it cannot send a field its spec does not name). Nothing passes by
 default: an operation, status or media type that the spec does not document is an assertion error.
 
-The spec is ``$LAKEFS_GC_SWAGGER`` or ``../shared/reference/lakefs-swagger.yml`` beside the checkout.
+The spec is ``$LAKEFS_GC_SWAGGER`` or ``tests/fixtures/lakefs-api/lakefs-swagger.yml`` (lakeFS's, Apache-2.0).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ _INT_RANGES = {"int32": 2**31, "int64": 2**63}
 
 def spec_path() -> Path:
     env = os.environ.get("LAKEFS_GC_SWAGGER")
-    path = Path(env) if env else REPO_ROOT.parent / "shared" / "reference" / "lakefs-swagger.yml"
+    path = Path(env) if env else REPO_ROOT / "tests" / "fixtures" / "lakefs-api" / "lakefs-swagger.yml"
     if not path.is_file():  # an error, never a skip: the conformance tests need the real spec
         raise RuntimeError(f"lakeFS OpenAPI spec not found at {path}: set LAKEFS_GC_SWAGGER")
     return path

@@ -12,8 +12,8 @@ import pytest
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import AzuriteServer, MotoServer
-from tests.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.object_stores import azure_options, blob_service, s3_client, s3_options
+from tests.support.servers import AzuriteServer, MotoServer
 from tests.testing.gc_view import gc_view
 from tests.testing.sdk import Lakefs
 

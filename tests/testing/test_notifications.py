@@ -27,8 +27,8 @@ from lakefs_gc.testing.blockstore import NamespaceStore
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.notifications import AzureQueueNotifier, DirectoryNotifier, NotifierGroup
 from lakefs_gc.testing.server import LakeFSTestServer
-from lakefs_gc.testing.servers import AzuriteServer
-from tests.object_stores import azure_options, unique_name
+from tests.support.object_stores import azure_options, unique_name
+from tests.support.servers import AzuriteServer
 from tests.testing.sdk import Lakefs
 from tests.testing.test_server_lifecycle import client, server_process
 

@@ -253,7 +253,8 @@ def test_fork_point_depends_on_commit_id_order_exactly_like_lakefs(main_days: in
 
     Walking main first records p with a threshold that is earlier than dev's, or equal to it. dev's
     walk then stops at p before noticing that its HEAD is recent, so p stays inactive. lakeFS orders by
-    commit ID, so the hashes decide. Internals §3 step 6 ("order does not matter") is wrong here.
+    commit ID, so the hashes decide. lakeFS's documentation ("order does not matter") is wrong here:
+    docs/formats/lakefs-retention.md, "Processing order".
     """
     rules = GCRules(7, {"main": main_days, "dev": 7})
     commits = graph(node("p", 50), node("a", 40, "p"), node("b", 1, "p"))

@@ -1,11 +1,13 @@
-"""The server's active-commits CSV against an independent reference of internals §3, through lakefs-sdk.
+"""The server's active-commits CSV against an independent reference, through lakefs-sdk
+(docs/formats/lakefs-retention.md).
 
 Random repository histories are built over HTTP against the test server: branches from random refs
 (branches, tags, full or abbreviated commit IDs), a hidden branch, uploads, deletes, commits with past
 dates that need not be monotonic along a branch, merges (also squash merges, and merge commits dated in
 the past through the server clock), resets, branch deletions, tags and random GC rules. The commit graph
 is then read back through the API only, and the reference below computes the active set from it. It is
-written from internals §3 and the lakeFS sources it cites, not from ``lakefs_gc.testing.retention``:
+written from docs/formats/lakefs-retention.md and the lakeFS sources it cites, not from
+``lakefs_gc.testing.retention``:
 
 * starting points: every branch HEAD (hidden ones included) merged, by commit ID, with the ancestry
   leaves (commits that are nobody's first parent); a leaf that is a HEAD is emitted once, as the branch;
@@ -90,7 +92,7 @@ def shared() -> Iterator[Shared]:
             yield Shared(Lakefs(client), root, clock, itertools.count())
 
 
-# -- the reference (internals §3), independent of lakefs_gc.testing.retention ---------------------------
+# -- the reference (lakefs-retention.md), independent of lakefs_gc.testing.retention ----------------
 
 
 @dataclass(frozen=True)

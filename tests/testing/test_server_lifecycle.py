@@ -17,7 +17,7 @@ from lakefs_sdk.exceptions import ApiException
 
 from lakefs_gc.cli.main import main as cli_main
 from lakefs_gc.testing.server import LakeFSTestServer
-from tests.rocksdb import SstDump
+from tests.support.rocksdb import SstDump
 from tests.testing.sdk import Lakefs
 
 
@@ -87,7 +87,7 @@ def test_wrong_credentials_get_401(tmp_path: Path) -> None:
 def test_cli_help_explains_namespaces(capsys: pytest.CaptureFixture[str]) -> None:
     assert cli_main(["test-server", "--help"]) == 0
     out = capsys.readouterr().out
-    assert "--state-dir" in out and "local://" in out and "s3://" in out
+    assert "--state DIR" in out and "local://" in out and "s3://" in out
 
 
 def test_ranges_written_by_the_server_read_back_with_dump_and_sst_dump(

@@ -1,4 +1,5 @@
-"""lakeFS's own GC scenario (esti ``TestUnifiedGC``, internals §3) built through lakefs-sdk.
+"""lakeFS's own GC scenario (esti ``TestUnifiedGC``) built through lakefs-sdk
+(docs/formats/lakefs-retention.md, "The TestUnifiedGC scenario").
 
 The commits CSV and the uncommitted dump must be exactly what lakeFS produces, and the expected
 survivors table must follow from them.
@@ -18,7 +19,7 @@ def test_unified_gc_scenario(lakefs: Lakefs, server: LakeFSTestServer, storage_r
     scenario = build_unified_gc(lakefs, "unified-gc", "local://unified-gc")
     view = gc_view(lakefs, "unified-gc", str(storage_root))
 
-    # Retention (internals §3): main keeps its HEAD and the first commit before its 10-day
+    # Retention (lakefs-retention.md, "The walk"): main keeps its HEAD and the first commit before its 10-day
     # threshold; dev likewise for 7 days; the deleted dev2's HEAD is a dangling leaf judged by the
     # default 7 days through a synthetic child, which keeps it and its parent.
     assert view.active_commits == scenario.active_commits

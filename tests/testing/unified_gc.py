@@ -1,4 +1,5 @@
-"""lakeFS's own GC scenario (esti ``TestUnifiedGC``, internals §3), built through lakefs-sdk.
+"""lakeFS's own GC scenario (esti ``TestUnifiedGC``), built through lakefs-sdk
+(docs/formats/lakefs-retention.md, "The TestUnifiedGC scenario").
 
 Shared by the test server's export tests and the end-to-end GC tests on every storage backend.
 """

@@ -1,7 +1,7 @@
 """``lakefs-gc backup | restore``: copy a mark's objects away before a sweep, and back after it.
 
 Thin like :mod:`lakefs_gc.cli.gc`: parse flags, load settings once, start Spark, call
-:func:`~lakefs_gc.spark.backup.backup_run` / :func:`~lakefs_gc.spark.backup.restore_run`, print
+:func:`~lakefs_gc.spark.sweep.backup.backup_run` / :func:`~lakefs_gc.spark.sweep.backup.restore_run`, print
 the counts (stdout; ``--output json`` one line), progress on stderr.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
+    add_output_option,
+    add_repo_option,
     add_settings_options,
     human_bytes,
     progress,
@@ -86,15 +88,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
             formatter_class=argparse.RawDescriptionHelpFormatter,
         )
         target = parser.add_argument_group("what to copy")
-        target.add_argument("--repo", required=True, metavar="REPO", help="the repository")
+        add_repo_option(target, repeat=False, required=True, help="the repository")
         target.add_argument(
             "--mark-id", required=True, metavar="MARK_ID", help="the mark whose objects to copy"
         )
         target.add_argument(flag, required=True, dest="location", metavar="URI", help=flag_help)
         groups = add_settings_options(parser)
-        groups["settings"].add_argument(
-            "--output", choices=("text", "json"), default="text", help="result format (stdout)"
-        )
+        add_output_option(groups["settings"])
         groups["Spark"].add_argument(
             "--copy-concurrency",
             type=int,
@@ -110,18 +110,18 @@ def run_command(command: str, args: argparse.Namespace) -> int:
     settings = settings_from_args(args, environ)
     if args.copy_concurrency < 1:
         raise ConfigError(f"--copy-concurrency must be at least 1, got {args.copy_concurrency}")
-    from lakefs_gc.spark.backup import backup_run, restore_run
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc import jobs
+    from lakefs_gc.spark.runtime.session import build_session
 
-    progress("starting Spark")
-    spark = build_session(
-        "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
-    )
-    options: dict[str, Any] = {"concurrency": args.copy_concurrency, "progress": progress}
-    if command == "backup":
-        result = backup_run(spark, settings, args.repo, args.mark_id, to=args.location, **options)
-    else:
-        result = restore_run(spark, settings, args.repo, args.mark_id, source=args.location, **options)
+    with jobs.lakefs_client(settings, command) as client:
+        progress("starting Spark")
+        spark = build_session(
+            "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
+        )
+        result = jobs.copy(
+            spark, settings, command, args.repo, args.mark_id, args.location, client=client,
+            concurrency=args.copy_concurrency, progress=progress,
+        )  # fmt: skip
     _print(result, args.output)
     return ExitCode.OK if result.ok else ExitCode.PARTIAL
 

@@ -22,14 +22,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
+from lakefs_gc.cli.options import add_output_option
 from lakefs_gc.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakefs_gc.settings import GcSettings
-    from lakefs_gc.spark.mark import MarkResult
-    from lakefs_gc.spark.sweep import SweepResult
+    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.sweep.job import SweepResult
     from lakefs_gc.testing.demo import DemoCheck, Scenario
 
 #: exit status when the GC did not do what the demo expects
@@ -74,18 +75,18 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         "--keep", type=Path, metavar="DIR",
         help="build everything in DIR (new or empty) and keep it: storage/ (the namespace with the GC "
         "reports) and state/ (serve it again with `lakefs-gc test-server --storage-root DIR/storage "
-        "--state-dir DIR/state`). Default: a temporary directory, removed at the end",
+        "--state DIR/state`). Default: a temporary directory, removed at the end",
     )  # fmt: skip
     parser.add_argument(
         "--spark-master", metavar="URL",
         help="Spark master (default local[2]; a local one, since the demo's storage is a local "
         "directory); ignored when this process already runs a Spark session",
     )  # fmt: skip
-    parser.add_argument(
-        "--output", choices=("text", "json"), default="text",
+    add_output_option(
+        parser,
         help="text: the table for people (default); json: one JSON document for scripts. "
         "Progress goes to stderr either way",
-    )  # fmt: skip
+    )
     parser.set_defaults(handler=run)
 
 
@@ -149,24 +150,24 @@ def _collect(
     workdir: Path,
     kept: bool,
 ) -> DemoRun:
-    from lakefs_gc.spark.mark import mark_run
-    from lakefs_gc.spark.reports import read_report_table
-    from lakefs_gc.spark.sweep import sweep_run
+    from lakefs_gc import jobs
     from lakefs_gc.testing.demo import check_results, snapshot
 
     before = snapshot(scenario.namespace_dir)
     detail = _detail(say, scenario.repository)
-    phase = time.monotonic()
-    say(f"[4/5] mark: finding the garbage among the {len(scenario.objects)} objects of the namespace")
-    mark = mark_run(spark, settings, scenario.repository, progress=detail)
-    say(f"      mark done in {time.monotonic() - phase:.1f}s")
-    phase = time.monotonic()
-    say(f"[5/5] sweep: deleting the {mark.marked} marked objects")
-    sweep = sweep_run(spark, settings, scenario.repository, mark.mark_id, progress=detail)
-    say(f"      sweep done in {time.monotonic() - phase:.1f}s")
+    repository = scenario.repository
+    with jobs.lakefs_client(settings, "demo") as client:
+        phase = time.monotonic()
+        say(f"[4/5] mark: finding the garbage among the {len(scenario.objects)} objects of the namespace")
+        mark = jobs.mark(spark, settings, repository, client=client, progress=detail)
+        say(f"      mark done in {time.monotonic() - phase:.1f}s")
+        phase = time.monotonic()
+        say(f"[5/5] sweep: deleting the {mark.marked} marked objects")
+        sweep = jobs.sweep(spark, settings, repository, mark.mark_id, client=client, progress=detail)
+        say(f"      sweep done in {time.monotonic() - phase:.1f}s")
     after = snapshot(scenario.namespace_dir)
-    marked = read_report_table(settings, mark.storage_namespace, mark.mark_id, "deleted")
-    swept = read_report_table(settings, mark.storage_namespace, mark.mark_id, "swept")
+    marked = jobs.report_table(settings, mark.storage_namespace, mark.mark_id, "deleted")
+    swept = jobs.report_table(settings, mark.storage_namespace, mark.mark_id, "swept")
     check = check_results(
         scenario,
         before=before,
@@ -223,7 +224,7 @@ def _spark_session(master: str | None, say: Callable[[str], None]) -> Iterator[S
         say("      using the Spark session already running in this process")
         yield existing
         return
-    from lakefs_gc.spark.session import QUIET, build_session
+    from lakefs_gc.spark.runtime.session import QUIET, build_session
 
     started = time.monotonic()
     spark = build_session(
@@ -295,7 +296,7 @@ def render_text(result: DemoRun, out: TextIO) -> None:
         out.write(
             f"Kept in {result.workdir}. Serve it again: lakefs-gc test-server --storage-root {storage} "
         )
-        out.write(f"--state-dir {state}\n")
+        out.write(f"--state {state}\n")
     else:
         out.write("(a temporary directory, removed on exit: pass --keep DIR to look at them)\n")
     out.write(f"Done in {result.seconds:.0f}s.\n")

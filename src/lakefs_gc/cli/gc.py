@@ -1,7 +1,7 @@
 """``lakefs-gc mark | sweep | run``: the batch garbage collection commands.
 
 Thin: parse flags, load :class:`~lakefs_gc.settings.GcSettings` once, start Spark, call
-:func:`~lakefs_gc.spark.mark.mark_run` / :func:`~lakefs_gc.spark.sweep.sweep_run` per repository,
+:func:`~lakefs_gc.spark.mark.job.mark_run` / :func:`~lakefs_gc.spark.sweep.job.sweep_run` per repository,
 print the outcome. Progress goes to stderr; results go to stdout (``--output json``: one JSON line
 per repository and phase, for scripts).
 """
@@ -9,7 +9,6 @@ per repository and phase, for scripts).
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -18,13 +17,17 @@ from typing import Any
 from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
+    add_output_option,
+    add_repo_option,
     add_settings_options,
     human_bytes,
     progress,
     settings_from_args,
 )
 from lakefs_gc.cli.preflight import preflight
+from lakefs_gc.cli.results import Printer
 from lakefs_gc.errors import ConfigError, ExitCode, GcError
+from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.settings import GcSettings
 
 EPILOG = (
@@ -91,10 +94,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
     target = parser.add_argument_group("what to collect")
-    target.add_argument(
-        "--repo", action="append", dest="repos", metavar="REPO",
+    add_repo_option(
+        target,
+        repeat=True,
         help="repository to collect (repeat for several; default: repositories in the config)",
-    )  # fmt: skip
+    )
     if command == "sweep":
         target.add_argument(
             "--mark-id", action="append", dest="mark_ids", metavar="MARK_ID",
@@ -103,9 +107,7 @@ def _add_options(parser: argparse.ArgumentParser, command: str) -> None:
     if command == "run":
         target.add_argument("--yes", "-y", action="store_true", help="do not ask before deleting")
     groups = add_settings_options(parser)
-    groups["settings"].add_argument(
-        "--output", choices=("text", "json"), default="text", help="result format (stdout)"
-    )
+    add_output_option(groups["settings"])
     safety = parser.add_argument_group("safety")
     safety.add_argument(
         "--min-age", metavar="DURATION",
@@ -163,6 +165,11 @@ def _add_sweep_options(parser: argparse.ArgumentParser) -> None:
         "--max-delete-fraction", type=float, metavar="FRACTION",
         help="refuse to delete more than this share (0 < F <= 1) of the objects the mark listed in the "
         "namespace (default 0.5)",
+    )  # fmt: skip
+    rails.add_argument(
+        "--dry-run", action="store_true",
+        help="delete nothing: run the sweep (guards, revalidation) and list what it would delete in the "
+        "mark's dry-run/ (swept/ and summary.json are left as they are)",
     )  # fmt: skip
     rails.add_argument(
         "--force", action="store_true",
@@ -234,69 +241,81 @@ def run_command(command: str, args: argparse.Namespace) -> int:
     mark_ids = list(getattr(args, "mark_ids", None) or [])
     validate_run_mode(command, repositories, mark_ids)
     confirm = _confirmer(command, args)
-    checked = preflight(settings, command, repositories, mark_ids)  # before Spark: fail in a second
-    failures = [e for _, e in checked.failures]
-    if len(repositories) == 1 and failures:
-        raise failures[0]
-    for repository, error in checked.failures:
-        print(f"lakefs-gc: error: {repository}: {error}", file=sys.stderr)
-    printer = _Printer(args.output)
-    if checked.ready:
-        from lakefs_gc.spark.session import build_session
-
-        progress("starting Spark")
-        spark = build_session(
-            "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
-        )
-    for repository, mark_id in checked.ready:
-        try:
-            if mark_id is not None:
-                _sweep(spark, settings, repository, mark_id, printer, force=args.force)
-            else:
-                _mark_and_maybe_sweep(spark, settings, repository, command, printer, confirm, args)
-        except GcError as e:
-            if len(repositories) == 1:
-                raise
-            print(f"lakefs-gc: error: {repository}: {e}", file=sys.stderr)
-            failures.append(e)
+    with LakeFSClient(settings.lakefs, source=command) as client:
+        checked = preflight(settings, client, command, repositories, mark_ids)  # before Spark: fail fast
+        failures = [e for _, e in checked.failures]
+        if len(repositories) == 1 and failures:
+            raise failures[0]
+        for repository, error in checked.failures:
+            print(f"lakefs-gc: error: {repository}: {error}", file=sys.stderr)
+        printer = Printer(args.output)
+        if checked.ready:
+            run = _Run(_start_spark(command, settings), settings, client, printer, args)
+        for repository, mark_id in checked.ready:
+            try:
+                if mark_id is not None:
+                    run.sweep(repository, mark_id)
+                else:
+                    run.mark_and_maybe_sweep(repository, command, confirm)
+            except GcError as e:
+                if len(repositories) == 1:
+                    raise
+                print(f"lakefs-gc: error: {repository}: {e}", file=sys.stderr)
+                failures.append(e)
     if failures:
         print(f"lakefs-gc: {len(failures)} of {len(repositories)} repositories failed", file=sys.stderr)
         return failures[0].exit_code
     return printer.exit_code
 
 
-def _mark_and_maybe_sweep(
-    spark: Any,
-    settings: GcSettings,
-    repository: str,
-    command: str,
-    printer: _Printer,
-    confirm: Callable[[str], bool],
-    args: argparse.Namespace,
-) -> None:
-    from lakefs_gc.spark.mark import mark_run
+def _start_spark(command: str, settings: GcSettings) -> Any:
+    from lakefs_gc.spark.runtime.session import build_session
 
-    result = mark_run(spark, settings, repository, progress=progress)
-    printer.mark(result)
-    if command != "run":
-        return
-    question = (
-        f"Delete {result.marked} objects ({human_bytes(result.summary.get('num_deleted_bytes', 0))}) "
-        f"from {result.storage_namespace}?"
+    progress("starting Spark")
+    return build_session(
+        "lakefs-gc " + command, environ=os.environ, master=settings.spark.master, conf=settings.spark.conf
     )
-    if result.marked and not confirm(question):
-        progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
-                  f"--mark-id {result.mark_id}")  # fmt: skip
-        return
-    _sweep(spark, settings, repository, result.mark_id, printer, force=args.force)
 
 
-def _sweep(
-    spark: Any, settings: GcSettings, repository: str, mark_id: str, printer: _Printer, *, force: bool
-) -> None:
-    from lakefs_gc.spark.sweep import sweep_run
+class _Run:
+    """One command's jobs: one Spark session, one lakeFS client, one printer."""
 
-    printer.sweep(sweep_run(spark, settings, repository, mark_id, progress=progress, force=force))
+    def __init__(
+        self,
+        spark: Any,
+        settings: GcSettings,
+        client: LakeFSClient,
+        printer: Printer,
+        args: argparse.Namespace,
+    ) -> None:
+        self.spark, self.settings, self.client, self.printer = spark, settings, client, printer
+        self.force, self.dry_run = bool(getattr(args, "force", False)), bool(getattr(args, "dry_run", False))
+
+    def mark_and_maybe_sweep(self, repository: str, command: str, confirm: Callable[[str], bool]) -> None:
+        from lakefs_gc import jobs
+
+        result = jobs.mark(self.spark, self.settings, repository, client=self.client, progress=progress)
+        self.printer.mark(result)
+        if command != "run":
+            return
+        question = (
+            f"Delete {result.marked} objects ({human_bytes(result.marked_bytes)}) "
+            f"from {result.storage_namespace}?"
+        )
+        if result.marked and not self.dry_run and not confirm(question):
+            progress(f"{repository}: not swept; sweep later with: lakefs-gc sweep --repo {repository} "
+                     f"--mark-id {result.mark_id}")  # fmt: skip
+            return
+        self.sweep(repository, result.mark_id)
+
+    def sweep(self, repository: str, mark_id: str) -> None:
+        from lakefs_gc import jobs
+
+        result = jobs.sweep(
+            self.spark, self.settings, repository, mark_id, client=self.client, force=self.force,
+            dry_run=self.dry_run, progress=progress,
+        )  # fmt: skip
+        self.printer.sweep(result)
 
 
 def _confirmer(command: str, args: argparse.Namespace) -> Callable[[str], bool]:
@@ -312,54 +331,3 @@ def _confirmer(command: str, args: argparse.Namespace) -> Callable[[str], bool]:
         return answer in ("y", "yes")
 
     return ask
-
-
-class _Printer:
-    """Results on stdout: a short text block, or one JSON line per repository and phase."""
-
-    def __init__(self, output: str) -> None:
-        self.json = output == "json"
-        self.exit_code = 0
-
-    def mark(self, result: Any) -> None:
-        if self.json:
-            self._line(
-                command="mark", repository=result.repository, mark_id=result.mark_id, success=result.success,
-                report=result.report_location, summary=result.summary,
-            )  # fmt: skip
-            return
-        s = result.summary
-        kept = s.get("kept", {})
-        print(f"repository {result.repository}: mark {result.mark_id}")
-        print(f"  cutoff     {s.get('cutoff_time')} ({s.get('cutoff_reason')})")
-        print(f"  listed     {s.get('num_listed_objects')} objects")
-        for reason, counts in kept.items():
-            print(f"  kept       {counts['objects']} objects ({human_bytes(counts['bytes'])}): {reason}")
-        print(f"  marked     {result.marked} objects ({human_bytes(s.get('num_deleted_bytes', 0))})")
-        print(f"  report     {result.report_location}")
-
-    def sweep(self, result: Any) -> None:
-        if result.failed:
-            self.exit_code = ExitCode.PARTIAL
-        if self.json:
-            self._line(
-                command="sweep", repository=result.repository, mark_id=result.mark_id, deleted=result.deleted,
-                missing=result.missing, failed=result.failed, throttled=result.throttled,
-                retries=result.retries, revalidated=result.revalidated, saved=result.saved,
-                report=result.report_location,
-            )  # fmt: skip
-            return
-        print(f"repository {result.repository}: sweep of mark {result.mark_id}")
-        if result.revalidated:
-            print(f"  revalidated: {result.saved} marked objects are referenced again and were kept")
-        else:
-            print("  not revalidated (--no-revalidate)")
-        print(f"  deleted {result.deleted}, already missing {result.missing}, failed {result.failed}")
-        if result.throttled or result.retries:
-            print(f"  the store throttled {result.throttled} requests; {result.retries} retries")
-        if result.failed:
-            print(f"  failures are listed in {result.report_location.rstrip('/')}/swept/ (outcome=failed)")
-
-    @staticmethod
-    def _line(**fields: Any) -> None:
-        print(json.dumps(fields, separators=(",", ":")), flush=True)

@@ -24,6 +24,7 @@ from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.inventory_ingest import EXIT_CODES, register_ingest
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
+    add_output_option,
     add_settings_options,
     human_bytes,
     progress,
@@ -116,9 +117,7 @@ def add_subcommand(
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     groups = add_settings_options(parser, lakefs=False, spark=False)
-    groups["settings"].add_argument(
-        "--output", choices=("text", "json"), default="text", help="result format on stdout"
-    )
+    add_output_option(groups["settings"], help="result format on stdout")
     return parser
 
 

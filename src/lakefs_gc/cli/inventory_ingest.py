@@ -1,9 +1,9 @@
 """``lakefs-gc inventory ingest``: every new inventory delivery into the candidate table, once.
 
 Runs the service's inventory stream with an ``availableNow`` trigger (see
-:mod:`lakefs_gc.spark.ingest`): complete deliveries not yet ingested are read on the executors,
-routed to the repositories' namespaces and appended, one delivery per micro-batch; rejected ones
-are recorded with the file and the reason; pending ones wait for a later run.
+:mod:`lakefs_gc.spark.ingest.inventory.stream`): complete deliveries not yet ingested are read on
+the executors, routed to the repositories' namespaces and appended, one delivery per micro-batch;
+rejected ones are recorded with the file and the reason; pending ones wait for a later run.
 """
 
 from __future__ import annotations
@@ -17,6 +17,8 @@ from typing import Any
 from lakefs_gc.cli.exits import exit_status_help
 from lakefs_gc.cli.options import (
     SETTINGS_EPILOG,
+    add_output_option,
+    add_repo_option,
     add_settings_options,
     progress,
     settings_from_args,
@@ -76,23 +78,24 @@ def register_ingest(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     add("--table", required=True, metavar="URI", help="candidate table location (any store)")
     add("--checkpoint", required=True, type=Path, metavar="DIR",
         help="Spark checkpoint directory (local or mounted disk); keep it between runs")  # fmt: skip
-    add("--repo", action="append", dest="repos", metavar="REPO",
-        help="repository whose namespace to ingest for (asks lakeFS for it; repeat)")  # fmt: skip
+    add_repo_option(
+        what, repeat=True, help="repository whose namespace to ingest for (asks lakeFS for it; repeat)"
+    )
     add("--namespace", action="append", default=[], metavar="REPO=NAMESPACE",
         help="a repository's storage namespace, given instead of asking lakeFS (repeat)")  # fmt: skip
     add("--flavour", choices=("s3", "azure"), help="only this layout (default: find both)")
     add("--deliveries-per-batch", type=int, default=1, metavar="N",
         help="deliveries per micro-batch (default 1: bounds memory, finest restart)")  # fmt: skip
     groups = add_settings_options(parser)
-    groups["settings"].add_argument("--output", choices=("text", "json"), default="text")
+    add_output_option(groups["settings"])
     parser.set_defaults(handler=run_ingest)
 
 
 def run_ingest(args: argparse.Namespace) -> int:
-    from lakefs_gc.spark.candidate_table import CandidateTable, describe
-    from lakefs_gc.spark.ingest import ingest_available
-    from lakefs_gc.spark.inventory_source import SourceConfig
-    from lakefs_gc.spark.session import build_session
+    from lakefs_gc.spark.ingest.inventory.source import SourceConfig
+    from lakefs_gc.spark.ingest.inventory.stream import ingest_available
+    from lakefs_gc.spark.ingest.inventory.table import CandidateTable, describe
+    from lakefs_gc.spark.runtime.session import build_session
 
     environ = dict(os.environ)
     settings = storage_settings_from_args(args, environ)

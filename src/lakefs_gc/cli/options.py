@@ -40,6 +40,34 @@ class DefaultsHelpFormatter(argparse.ArgumentDefaultsHelpFormatter):
         return super()._get_help_string(action) or text
 
 
+Group = argparse._ArgumentGroup | argparse.ArgumentParser
+
+
+def add_output_option(group: Group, *, help: str = "result format (stdout)") -> None:
+    """``--output text|json``: the one spelling of every command's result format."""
+    group.add_argument("--output", choices=("text", "json"), default="text", help=help)
+
+
+def add_repo_option(
+    group: Group, *, repeat: bool, help: str, required: bool = False, default: str | None = None
+) -> None:
+    """``--repo REPO``: the one spelling of "which repository" (``repeat``: a list in ``repos``,
+    else one name in ``repo``). ``--repository`` is accepted, hidden, for older scripts."""
+    dest = "repos" if repeat else "repo"
+    action = "append" if repeat else "store"
+    options = group.add_mutually_exclusive_group(required=required) if required else group
+    options.add_argument("--repo", action=action, dest=dest, metavar="REPO", help=help, default=default)
+    options.add_argument("--repository", action=action, dest=dest, help=argparse.SUPPRESS)
+
+
+def add_state_option(group: Group, *, help: str, required: bool = False) -> None:
+    """``--state DIR``: the one spelling of "the directory this process keeps its state in" (in
+    ``state``). ``--state-dir`` is accepted, hidden, for older scripts and the benchmarks."""
+    options = group.add_mutually_exclusive_group(required=required) if required else group
+    options.add_argument("--state", type=Path, metavar="DIR", help=help)
+    options.add_argument("--state-dir", type=Path, dest="state", help=argparse.SUPPRESS)
+
+
 def add_settings_options(
     parser: argparse.ArgumentParser, *, lakefs: bool = True, spark: bool = True
 ) -> dict[str, argparse._ArgumentGroup]:

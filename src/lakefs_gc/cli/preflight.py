@@ -12,10 +12,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from lakefs_gc.errors import GcError, LakeFSError
-from lakefs_gc.gc.reports import MarkReportError
-from lakefs_gc.lakefs.client import HTTP_NOT_FOUND, LakeFSClient
+from lakefs_gc.lakefs.answers import HTTP_NOT_FOUND
+from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.settings import GcSettings
-from lakefs_gc.spark.reports import ReportDir, read_summary
+from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.report.read import read_summary
 from lakefs_gc.storage.locations import parse_storage_namespace
 
 
@@ -28,26 +29,29 @@ class Preflight:
 
 
 def preflight(
-    settings: GcSettings, command: str, repositories: Sequence[str], mark_ids: Sequence[str]
+    settings: GcSettings,
+    client: LakeFSClient,
+    command: str,
+    repositories: Sequence[str],
+    mark_ids: Sequence[str],
 ) -> Preflight:
     """Ask lakeFS for every repository (and read the mark a sweep names); an unreachable lakeFS
     fails at once, a repository's own problem only that repository."""
     ready: list[tuple[str, str | None]] = []
     failures: list[tuple[str, GcError]] = []
-    with LakeFSClient(settings.lakefs, source="preflight") as client:
-        for index, repository in enumerate(repositories):
-            mark_id = mark_ids[index] if command == "sweep" else None
-            try:
-                _check(client, settings, repository, mark_id)
-            except LakeFSError as e:
-                if e.status is None:  # not an answer about this repository: lakeFS is not there
-                    raise
-                failures.append((repository, _not_found(e, repository)))
-                continue
-            except GcError as e:
-                failures.append((repository, e))
-                continue
-            ready.append((repository, mark_id))
+    for index, repository in enumerate(repositories):
+        mark_id = mark_ids[index] if command == "sweep" else None
+        try:
+            _check(client, settings, repository, mark_id)
+        except LakeFSError as e:
+            if e.status is None:  # not an answer about this repository: lakeFS is not there
+                raise
+            failures.append((repository, _not_found(e, repository)))
+            continue
+        except GcError as e:
+            failures.append((repository, e))
+            continue
+        ready.append((repository, mark_id))
     return Preflight(ready, failures)
 
 
@@ -56,12 +60,7 @@ def _check(client: LakeFSClient, settings: GcSettings, repository: str, mark_id:
     namespace = parse_storage_namespace(repo.storage_namespace, local_root=settings.storage.local_root)
     if mark_id is None:
         return
-    report = ReportDir(namespace, mark_id, settings.storage)
-    summary = read_summary(report)  # refuses a mark that does not exist, and a failed one
-    if str(summary.get("run_id")) != mark_id:
-        raise MarkReportError(
-            f"{report}: summary.json belongs to mark {summary.get('run_id')!r}, not {mark_id!r}"
-        )
+    read_summary(ReportDir(namespace, mark_id, settings.storage))  # refuses a missing, failed or other mark
 
 
 def _not_found(error: LakeFSError, repository: str) -> LakeFSError:

@@ -17,7 +17,14 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakefs_gc.cli.options import SETTINGS_EPILOG, add_settings_options, progress, typed_settings_from_args
+from lakefs_gc.cli.options import (
+    SETTINGS_EPILOG,
+    add_repo_option,
+    add_settings_options,
+    add_state_option,
+    progress,
+    typed_settings_from_args,
+)
 from lakefs_gc.errors import ConfigError, ExitCode
 
 if TYPE_CHECKING:
@@ -56,7 +63,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     service = parser.add_argument_group("service")
-    service.add_argument("--state", type=Path, metavar="DIR", help="service.state (default: from --config)")
+    add_state_option(service, help="service.state (default: from --config)")
     service.add_argument("--metrics-port", type=int, metavar="PORT", help="default 9464; 0: any free port")
     service.add_argument("--interval", metavar="DURATION", help="default time between a repository's marks")
     service.add_argument("--sweep-delay", metavar="DURATION", help="wait between a mark and its sweep")
@@ -72,9 +79,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     service.add_argument(
         "--keep", type=Path, metavar="DIR", help="demo only: build the demo setting in DIR and keep it"
     )
-    parser.add_argument(
-        "--repo", action="append", dest="repos", metavar="REPO", help="repository to serve (repeatable)"
-    )
+    add_repo_option(parser, repeat=True, help="repository to serve (repeatable)")
     add_settings_options(parser)
     parser.set_defaults(handler=run_serve)
 
@@ -108,7 +113,7 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
 def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:
     from lakefs_gc.service.app import GcService
-    from lakefs_gc.spark.session import LOG4J2, QUIET, build_session
+    from lakefs_gc.spark.runtime.session import LOG4J2, QUIET, build_session
 
     names = ", ".join(s.name for s in settings.schedules()) or "none"
     progress(f"serving {names}; state in {settings.service.state}")

@@ -9,7 +9,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from lakefs_gc.cli.options import DefaultsHelpFormatter
+from lakefs_gc.cli.options import DefaultsHelpFormatter, add_repo_option, add_state_option
 from lakefs_gc.durations import parse_duration
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.storage.filesystems import AzureOptions, S3Options, StorageOptions
@@ -29,7 +29,7 @@ storage namespaces:
   https://<account>.blob.core.windows.net/<container>/<prefix>   with --azure-blob-endpoint (Azurite)
 
 example:
-  lakefs-gc test-server --storage-root /tmp/lakefs --state-dir /tmp/lakefs-state
+  lakefs-gc test-server --storage-root /tmp/lakefs --state /tmp/lakefs-state
 """
 
 
@@ -45,12 +45,8 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     parser.add_argument("--port", type=int, default=0, help="port to listen on (default 0: any free port)")
     parser.add_argument("--storage-root", type=Path, help="root directory of local:// namespaces (required)")
     parser.add_argument("--grace-period", default="24h", help="link-address validity window (default 24h)")
-    parser.add_argument(
-        "--state-dir", type=Path, help="keep repositories, commits and staging here across restarts"
-    )
-    parser.add_argument(
-        "--access-key-id", help="credentials to accept (default: generated, kept in --state-dir)"
-    )
+    add_state_option(parser, help="keep repositories, commits and staging here across restarts")
+    parser.add_argument("--access-key-id", help="credentials to accept (default: generated, kept in --state)")
     parser.add_argument("--secret-access-key")
     parser.add_argument(
         "--s3-endpoint", help="S3 endpoint URL for s3:// namespaces (enables the s3 blockstore)"
@@ -70,21 +66,24 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="staged entries per prepare_uncommitted page (default 100000; lower it to test pagination)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
-    sub = parser.add_subparsers(title="test-server commands", metavar="COMMAND")
+    _register_synth(parser.add_subparsers(title="test-server commands", metavar="COMMAND"))
+
+
+def _register_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     synth = sub.add_parser(
         "synth",
-        help="write a synthetic repository into --state-dir/--storage-root, then exit",
+        help="write a synthetic repository into --state/--storage-root, then exit",
         description="Write a synthetic repository (history, branches, staging and garbage of every kind) "
         "straight into the server's state and storage, plus a manifest telling, for every physical object, "
         "whether a correct GC must delete it. Serve it afterwards with `lakefs-gc test-server` and the same "
-        "--storage-root/--state-dir.",
+        "--storage-root/--state.",
         formatter_class=DefaultsHelpFormatter,
     )
     synth.add_argument(
         "--storage-root", type=Path, required=True, help="root directory of local:// namespaces"
     )
-    synth.add_argument("--state-dir", type=Path, required=True, help="server state directory")
-    synth.add_argument("--repository", default="synth", help="repository name")
+    add_state_option(synth, required=True, help="server state directory")
+    add_repo_option(synth, repeat=False, default="synth", help="repository name")
     synth.add_argument("--namespace", help="storage namespace (default: local://<repository>)")
     synth.add_argument("--objects", type=int, default=10_000, help="committed objects")
     synth.add_argument("--commits", type=int, default=100, help="commits on main")
@@ -95,7 +94,7 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     synth.add_argument("--retention-days", type=int, default=7, help="default GC retention rule")
     synth.add_argument("--seed", type=int, default=0)
     synth.add_argument(
-        "--manifest", type=Path, help="parquet manifest (default: <state-dir>/<repository>-manifest.parquet)"
+        "--manifest", type=Path, help="parquet manifest (default: <state>/<repo>-manifest.parquet)"
     )
     synth.set_defaults(handler=run_synth)
 
@@ -131,7 +130,7 @@ def run(args: argparse.Namespace) -> int:
     server = LakeFSTestServer(
         storage_root=args.storage_root.resolve(),
         settings=settings,
-        state_dir=args.state_dir,
+        state_dir=args.state,
         host=args.host,
         port=args.port,
         credentials=_credentials(args, Credentials),
@@ -143,14 +142,14 @@ def run(args: argparse.Namespace) -> int:
 def _credentials(args: argparse.Namespace, cls: type[Credentials]) -> Credentials | None:
     if args.access_key_id and args.secret_access_key:
         return cls(args.access_key_id, args.secret_access_key)
-    if args.state_dir is None:
+    if args.state is None:
         return None
-    path = args.state_dir / "credentials.json"
+    path = args.state / "credentials.json"
     if path.is_file():
         saved = json.loads(path.read_text())
         return cls(saved["access_key_id"], saved["secret_access_key"])
     creds = cls.generate()
-    args.state_dir.mkdir(parents=True, exist_ok=True)
+    args.state.mkdir(parents=True, exist_ok=True)
     path.write_text(
         json.dumps({"access_key_id": creds.access_key_id, "secret_access_key": creds.secret_access_key})
     )
@@ -167,13 +166,13 @@ def run_synth(args: argparse.Namespace) -> int:
     args.storage_root.mkdir(parents=True, exist_ok=True)
     settings = ServerSettings(storage=StorageOptions(local_root=str(args.storage_root.resolve())))
     spec = SynthSpec(
-        repository=args.repository, namespace=args.namespace, objects=args.objects,
+        repository=args.repo, namespace=args.namespace, objects=args.objects,
         commits=args.commits,
         days=args.days, branches=args.branches, uncommitted=args.uncommitted, garbage=args.garbage,
         retention_days=args.retention_days, seed=args.seed,
     )  # fmt: skip
-    manifest = args.manifest or args.state_dir / f"{args.repository}-manifest.parquet"
-    store = Store(args.state_dir)
+    manifest = args.manifest or args.state / f"{args.repo}-manifest.parquet"
+    store = Store(args.state)
     try:
         report = synthesize(ServerContext(store, settings), spec, manifest=manifest, progress=_progress)
     finally:

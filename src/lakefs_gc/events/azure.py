@@ -1,4 +1,5 @@
-"""Azure Event Grid blob events, in either schema and any delivery (cloud-formats.md §4).
+"""Azure Event Grid blob events, in either schema and any delivery
+(docs/formats/notifications.md, "Event Grid schemas").
 
 Shapes: the EventGridEvent schema (``topic``/``subject``/``eventType``/``eventTime``) and
 CloudEvents 1.0 (``source``/``subject``/``type``/``time``/``specversion``); a body holds one event or
@@ -13,9 +14,10 @@ a create of the destination. Every other type (``SubscriptionValidationEvent``, 
 
 Names: container and blob come from ``subject``
 (``/blobServices/default/containers/<container>/blobs/<blob>``), as-is: whether ``data.url``
-percent-encodes the name is undocumented (§4.3). ``url`` is decoded with ``unquote`` (never
-``unquote_plus``: ``+`` is a literal in blob URLs) and cross-checked; when the two disagree the
-subject wins and the disagreement is only logged, because failing would dead-letter a real event.
+percent-encodes the name is undocumented (notifications.md, "Event Grid data"). ``url`` is
+decoded with ``unquote`` (never ``unquote_plus``: ``+`` is a literal in blob URLs) and cross-checked; when
+the two disagree the subject wins and the disagreement is only logged, because failing would dead-letter a
+real event.
 """
 
 from __future__ import annotations
@@ -30,8 +32,7 @@ from datetime import datetime, timezone
 from typing import TYPE_CHECKING, Any
 from urllib.parse import unquote, urlsplit
 
-from lakefs_gc.events.model import EventFormatError, Kind, ObjectEvent
-from lakefs_gc.events.parse import (
+from lakefs_gc.events.fields import (
     Parsed,
     as_mapping,
     at,
@@ -46,6 +47,7 @@ from lakefs_gc.events.parse import (
     unquote_etag,
     where,
 )
+from lakefs_gc.events.model import EventFormatError, Kind, ObjectEvent
 
 if TYPE_CHECKING:
     from azure.core.messaging import CloudEvent

@@ -5,9 +5,9 @@ was created or deleted and when; every parser (:mod:`lakefs_gc.events.s3`,
 :mod:`lakefs_gc.events.azure`, :mod:`lakefs_gc.events.local`) produces :class:`ObjectEvent`, and
 the streaming source stores them as :data:`EVENT_SCHEMA` rows.
 
-Events arrive at least once and in no order (cloud-formats.md §3.1, §4.4). Two notifications
-of one object are ordered by their ``sequencer`` when both have one (S3 and Azure both define it
-per key only), else by their event time; a redelivered notification has the same
+Events arrive at least once and in no order (docs/formats/notifications.md, "Ordering and
+duplicates"). Two notifications of one object are ordered by their ``sequencer`` when both have one (S3 and
+Azure both define it per key only), else by their event time; a redelivered notification has the same
 :meth:`ObjectEvent.dedupe_key` as the first delivery.
 """
 
@@ -23,8 +23,8 @@ from lakefs_gc.errors import GcError
 
 Store = Literal["s3", "azure", "local"]
 Kind = Literal["created", "deleted"]
-#: sequencers are compared after right-padding with "0" to this many characters (§3.1: pad the
-#: shorter one; Azure's are 32 or 48 hex characters, S3's 16-18)
+#: sequencers are compared after right-padding with "0" to this many characters: pad the shorter
+#: one (notifications.md, "Ordering and duplicates"); Azure's are 32 or 48 hex characters, S3's 16-18
 SEQUENCER_WIDTH = 64
 
 
@@ -65,7 +65,7 @@ class ObjectEvent:
 
 
 def sequencer_order(sequencer: str | None) -> str:
-    """A sort key for the sequencers of one object: right-padded with ``0`` (§3.1). None sorts first."""
+    """A sort key for the sequencers of one object: right-padded with ``0``. None sorts first."""
     return "" if sequencer is None else sequencer.ljust(SEQUENCER_WIDTH, "0")
 
 

@@ -1,4 +1,5 @@
-"""S3 event notifications, however they reach the queue (cloud-formats.md §3).
+"""S3 event notifications, however they reach the queue
+(docs/formats/notifications.md, "S3 notification records").
 
 Shapes: the notification JSON (``{"Records": [...]}``) sent to SQS directly or by SNS with raw
 delivery; the same as a string in the ``Message`` of an SNS envelope; EventBridge events
@@ -7,9 +8,10 @@ SNS-wrapped), which carries no object and is skipped.
 
 Keys: the notification format URL-encodes keys form style (``red flower.jpg`` arrives as
 ``red+flower.jpg``, moto also encodes ``/`` as ``%2F``), so they are decoded with
-``unquote_plus``. EventBridge keys are decoded the same way, as AWS encodes them too (§3.2);
-moto 5.2.5 sends EventBridge keys raw (§3.3), so under moto a key holding ``+`` or ``%XX`` comes
-out wrong — a test deviation we accept rather than guess per message.
+``unquote_plus``. EventBridge keys are decoded the same way, as AWS encodes them too
+(notifications.md, "Delivery wrappers"); moto 5.2.5 sends EventBridge keys raw (notifications.md,
+"What moto sends"), so under moto a key holding ``+`` or ``%XX`` comes out wrong — a test
+deviation we accept rather than guess per message.
 
 Kinds: ``ObjectCreated:*`` is a create; ``ObjectRemoved:Delete``/``DeleteMarkerCreated`` and
 ``LifecycleExpiration:Delete``/``DeleteMarkerCreated`` are deletes; everything else (restore,
@@ -21,8 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from urllib.parse import unquote_plus
 
-from lakefs_gc.events.model import EventFormatError, Kind, ObjectEvent
-from lakefs_gc.events.parse import (
+from lakefs_gc.events.fields import (
     Parsed,
     as_mapping,
     at,
@@ -38,6 +39,7 @@ from lakefs_gc.events.parse import (
     unquote_etag,
     where,
 )
+from lakefs_gc.events.model import EventFormatError, Kind, ObjectEvent
 
 TEST_EVENT = "s3:TestEvent"
 _DELETES = frozenset(
@@ -186,7 +188,7 @@ def _parse_eventbridge(obj: Mapping[str, object], path: str) -> Parsed:
     object_path = at(detail_path, "object")
     target = mapping_field(detail, "object", detail_path)
     reason = optional_text(detail, "reason", detail_path)
-    # AWS spells it "etag"; moto 5.2.5 "eTag" (§3.3)
+    # AWS spells it "etag"; moto 5.2.5 "eTag" (notifications.md, "What moto sends")
     etag = optional_text(target, "etag", object_path) or optional_text(target, "eTag", object_path)
     event = ObjectEvent(
         store="s3",

@@ -1,10 +1,11 @@
-"""Which namespace-relative keys a GC may ever consider (invariant 3).
+"""Which namespace-relative keys a GC may ever consider (docs/invariants.md, invariant 3).
 
 Listing and inventory rows pass through :func:`deletable_key` before they can become
 candidates, and the sweep checks every key again before deleting it: never anything under
 ``_lakefs/`` (ranges, metaranges, exports, reports), never the legacy ``dummy`` marker, never
-a file placed directly under ``data/`` (lakeFS's own GC never really deletes those, internals
-§1.5), never anything that is not a plain relative key inside the namespace.
+a file placed directly under ``data/`` (lakeFS's own GC never really deletes those:
+docs/formats/lakefs-storage.md, "Namespace layout"), never anything that is not a plain relative
+key inside the namespace.
 """
 
 from __future__ import annotations
@@ -29,4 +30,4 @@ def deletable_key(key: str) -> bool:
         return key != "dummy"  # legacy objects at the namespace root; `dummy` is lakeFS's marker
     if parts[0] == "data":
         return len(parts) >= 3  # data/<slice>/<object>, sharded layouts deeper; never data/<file>
-    return False  # other root-level directories are not lakeFS data (internals §4.4)
+    return False  # other root-level directories are not lakeFS data (lakefs-storage.md, "Namespace layout")

@@ -3,8 +3,9 @@
 A repository's candidate set is what the service believes its storage namespace holds: the
 newest complete inventory snapshot (or a listing), plus objects created since (from object
 notifications), minus objects deleted since (from notifications and from our own sweeps). This
-module is that rule for one address, as plain Python: the specification
-:mod:`lakefs_gc.spark.candidate_set` implements on DataFrames and is tested against.
+module is that rule for one address, as plain Python: the executable specification
+:mod:`lakefs_gc.spark.mark.sources.candidate_set` implements on DataFrames and is tested against
+(``tests/gc/test_candidate_set.py`` compares the two on random histories).
 
 Why the rule is safe either way it errs: a candidate is only ever *proposed* for deletion. The
 mark still drops everything referenced and everything newer than the cutoff, so an extra
@@ -14,7 +15,8 @@ age: ``last_modified`` is the newest write anyone reported (the snapshot's, or a
 the snapshot time; S3 Inventory's snapshot time is when its scan began, so a write notified before
 it is in the listed modification time), so a rewritten object is never older than it is.
 
-Ordering (cloud-formats.md §3.1, §4.3): notifications arrive late, repeated and out of order.
+Ordering (docs/formats/notifications.md, "Ordering and duplicates"): notifications arrive late,
+repeated and out of order.
 The events of one object are ordered by sequencer (padded, :func:`~lakefs_gc.events.model.sequencer_order`)
 and then by event time; S3 and Azure define sequencers per key, which is all this needs. A
 snapshot is not a point in time either (an inventory lists for hours), so an event at or before

@@ -1,10 +1,10 @@
-"""The cutoff: objects modified at or after it are never deleted (invariant 2).
+"""The cutoff: objects modified at or after it are never deleted (docs/invariants.md, invariant 2).
 
 ``cutoff = now − max(min_age, grace_period)``. lakeFS accepts a link to a physical address for
-``grace_period`` after issuing it (internals §4.1–§4.2), so an object younger than that may be
-about to become referenced; a client with a smaller min age (lakeFS's Scala job defaulted to
-6 h while servers moved to 24 h) can delete data that is still being linked. The only way below
-the grace period is an explicit ``unsafe_min_age``, meant for tests.
+``grace_period`` after issuing it (docs/formats/lakefs-gc-api.md, "Safety windows"), so an object
+younger than that may be about to become referenced; a client with a smaller min age (lakeFS's
+Scala job defaulted to 6 h while servers moved to 24 h) can delete data that is still being
+linked. The only way below the grace period is an explicit ``unsafe_min_age``, meant for tests.
 """
 
 from __future__ import annotations

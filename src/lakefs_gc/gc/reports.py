@@ -1,13 +1,20 @@
 """Mark reports in lakeFS's layout, so lakeFS's Scala job and lakefs-gc can sweep each other's marks.
 
 ``<ns>/_lakefs/retention/gc/unified/<mark_id>/`` holds ``summary.json``, ``deleted/`` (parquet,
-first column ``address``) and ``deleted.text/`` (internals §2.5). ``summary.json`` is one compact
-JSON line whose first keys are lakeFS's, in lakeFS's order; ours follow them.
+first column ``address``) and ``deleted.text/`` (docs/formats/lakefs-gc-api.md, "Mark reports").
+``summary.json`` is one compact JSON line whose first keys are lakeFS's, in lakeFS's order; ours
+follow them.
+
+Written as a :class:`MarkSummary`, read back as a :class:`StoredSummary`: the same fields, typed,
+for a summary of either tool, whose body is kept verbatim because a sweep rewrites it with its own
+entries (lakeFS's keys first, unknown keys untouched, Java instants with all their digits).
 """
 
 from __future__ import annotations
 
 import json
+import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -15,6 +22,8 @@ from typing import Any
 from lakefs_gc.errors import ExitCode, GcError
 
 REPORTS_PREFIX = "_lakefs/retention/gc/unified"
+#: ``2025-11-10T10:34:37.245361091Z``: Java's ``Instant.toString`` (up to 9 fraction digits)
+_INSTANT = re.compile(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(?:\.(\d{1,9}))?(Z|[+-]\d\d:\d\d)")
 
 
 class MarkReportError(GcError):
@@ -30,7 +39,8 @@ class UnknownMarkError(MarkReportError):
 
 
 class FailedMarkError(MarkReportError):
-    """The mark did not succeed: it can never be swept (invariant 5), whatever the flags say."""
+    """The mark did not succeed: it can never be swept (docs/invariants.md, invariant 5), whatever
+    the flags say."""
 
     exit_code = ExitCode.REFUSED
 
@@ -44,6 +54,8 @@ def report_dir(mark_id: str) -> str:
 
 @dataclass(frozen=True)
 class MarkSummary:
+    """A mark's ``summary.json`` as a mark writes it: lakeFS's fields, then ours in ``extra``."""
+
     run_id: str
     success: bool
     first_slice: str
@@ -81,8 +93,91 @@ def format_java_instant(epoch_ns: int) -> str:
     return f"{base}.{digits}Z"
 
 
-def parse_summary(text: str, where: str) -> dict[str, Any]:
-    """The summary as a dict, checked to be one a sweep may follow (lakeFS's own checks)."""
+def parse_instant(value: Any) -> datetime | None:
+    """``2025-11-10T10:34:37.245361091Z`` (Java's ``Instant``, ns) as a UTC datetime (to the
+    microsecond); ``None`` if not one. The inverse of :func:`format_java_instant`."""
+    if not isinstance(value, str):
+        return None
+    match = _INSTANT.fullmatch(value.strip())
+    if match is None:
+        return None
+    base, fraction, zone = match.groups()
+    micros = (fraction or "").ljust(6, "0")[:6]
+    try:
+        parsed = datetime.fromisoformat(f"{base}.{micros}{'+00:00' if zone == 'Z' else zone}")
+    except ValueError:
+        return None
+    return parsed.astimezone(timezone.utc)
+
+
+def int_or_none(value: Any) -> int | None:
+    """A count from a summary: ``None`` when absent or not a number (a bool is not a count)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        return int(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+@dataclass(frozen=True)
+class StoredSummary:
+    """A ``summary.json`` as read back: ours or lakeFS's, checked to be one a sweep may follow.
+
+    The typed properties are what a sweep, a backup and the service read; ``body`` is the JSON
+    object verbatim (key order kept), because a sweep rewrites the file with its own entries and
+    must leave everything else exactly as it was. Times and counts that are missing or unreadable
+    are ``None``: each reader decides what that means (the mark-age guard: an unknown age).
+    """
+
+    body: Mapping[str, Any]
+
+    @property
+    def run_id(self) -> str:
+        return str(self.body.get("run_id"))
+
+    @property
+    def success(self) -> bool:
+        return self.body.get("success") is True
+
+    @property
+    def start_time(self) -> datetime | None:
+        """When the mark asked lakeFS what is referenced."""
+        return parse_instant(self.body.get("start_time"))
+
+    @property
+    def cutoff_time(self) -> datetime | None:
+        return parse_instant(self.body.get("cutoff_time"))
+
+    @property
+    def num_deleted_objects(self) -> int | None:
+        """How many addresses ``deleted/`` lists."""
+        return int_or_none(self.body.get("num_deleted_objects"))
+
+    @property
+    def num_deleted_bytes(self) -> int | None:
+        """Their total size (ours only: lakeFS's ``deleted/`` has no sizes)."""
+        return int_or_none(self.body.get("num_deleted_bytes"))
+
+    @property
+    def num_listed_objects(self) -> int | None:
+        """The namespace's objects the mark considered (ours only): the delete-fraction guard's base."""
+        return int_or_none(self.body.get("num_listed_objects"))
+
+    def text(self, key: str) -> str:
+        """A field as the file spells it, for messages (``None`` when absent)."""
+        return str(self.body.get(key))
+
+    def with_entries(self, entries: Mapping[str, Any]) -> StoredSummary:
+        """This summary with ``entries`` set: existing keys keep their place, new ones follow."""
+        return StoredSummary({**self.body, **entries})
+
+    def to_json(self) -> str:
+        return json.dumps(dict(self.body), separators=(",", ":"))
+
+
+def parse_summary(text: str, where: str) -> StoredSummary:
+    """The summary, checked to be one a sweep may follow (lakeFS's own checks)."""
     try:
         body = json.loads(text)
     except ValueError as e:
@@ -91,4 +186,12 @@ def parse_summary(text: str, where: str) -> dict[str, Any]:
         raise MarkReportError(f"{where}: summary.json lacks run_id/success")
     if body["success"] is not True:
         raise FailedMarkError(f"Provided mark ({body['run_id']}) is of a failed run ({where})")
-    return body
+    return StoredSummary(body)
+
+
+def check_mark_id(summary: StoredSummary, mark_id: str, where: str) -> None:
+    """A summary that names another mark is not this mark's (a copied or misplaced report)."""
+    if summary.run_id != mark_id:
+        raise MarkReportError(
+            f"{where}: summary.json belongs to mark {summary.body.get('run_id')!r}, not {mark_id!r}"
+        )

@@ -2,8 +2,8 @@
 
 A delivery becomes a snapshot only when it is complete and verified (checksums, schema); until
 then it is "not yet", and a delivery that cannot be trusted is rejected with an
-:class:`InventoryError` naming the file and the reason (invariant 4: an incomplete inventory never
-reads as "these objects do not exist").
+:class:`InventoryError` naming the file and the reason (docs/invariants.md, invariant 4: an incomplete
+inventory never reads as "these objects do not exist").
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The delivery log: which inventory deliveries the streaming ingest has admitted, in order.
 
 Spark's exactly-once needs a *replayable* source: after a crash, batch N is re-planned from the
-offsets in its write-ahead log and must yield the same data (reference/cloud-formats.md §5.4).
+offsets in its write-ahead log and must yield the same data (docs/formats/spark-data-sources.md,
+"Replaying a queue").
 An inventory destination is not replayable on its own: deliveries appear late (a checksum
 written hours after its manifest), expire (lifecycle rules), and are discovered in any order.
 So the source appends every newly found delivery, complete or rejected, to this log *before*

@@ -4,7 +4,7 @@ One inventory usually covers a whole bucket (or storage account) and therefore m
 storage namespaces. Each row is routed to the namespace whose key prefix it starts with (the
 longest, should namespaces nest), and its key becomes a namespace-relative ``address``. Rows
 outside every configured namespace, under ``_lakefs/``, directly under ``data/`` or otherwise not
-deletable are dropped here (invariant 3), exactly as the listing drops them.
+deletable are dropped here (docs/invariants.md, invariant 3), exactly as the listing drops them.
 """
 
 from __future__ import annotations

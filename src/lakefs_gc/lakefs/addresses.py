@@ -1,4 +1,5 @@
-"""Committed address normalisation, exactly as the Scala client's ``filterAddresses`` (§1.6).
+"""Committed address normalisation, exactly as the Scala client's ``filterAddresses``
+(docs/formats/lakefs-ranges.md, "Committed addresses").
 
 The committed side of the anti-join must speak the listing's language: namespace-relative keys
 (``data/<slice>/<xid>``, legacy root GUIDs). Entries in ranges are RELATIVE (already such a key),
@@ -9,7 +10,8 @@ scheme are relative).
 Compatibility over cleverness: the namespace prefix test is an **exact string prefix** and the
 scheme test uses the namespace's scheme as spelled. A FULL address inside the namespace but spelled
 differently (``s3a://`` vs ``s3://``, doubled ``/``) is kept verbatim and matches no listed key
-(internals §6.3 item 8); the server stores ``<ns>/data/...`` as RELATIVE, so this is rare.
+(lakefs-gc-api.md, "Pitfalls of lakeFS's Scala client", 8); the server stores ``<ns>/data/...``
+as RELATIVE, so this is rare.
 """
 
 from __future__ import annotations

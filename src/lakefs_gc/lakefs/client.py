@@ -6,14 +6,13 @@ CLI can print it without a traceback. Transient failures are retried (see :mod:`
 
 Safety: "no GC rules" is *never* read as "no active commits". The Scala client maps a 404 from
 prepare-commits to a lister that returns nothing, which makes every committed object garbage
-(internals §6.3). Here it is an error the caller cannot overlook.
+(docs/formats/lakefs-gc-api.md, "Pitfalls of lakeFS's Scala client", 2). Here it is an error the
+caller cannot overlook (:mod:`.answers`).
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -28,15 +27,16 @@ from lakefs_sdk.api.metadata_api import MetadataApi
 from lakefs_sdk.api.repositories_api import RepositoriesApi
 from lakefs_sdk.api_client import ApiClient
 from lakefs_sdk.configuration import Configuration
-from lakefs_sdk.exceptions import ApiException, OpenApiException
+from lakefs_sdk.exceptions import OpenApiException
 from lakefs_sdk.models.prepare_garbage_collection_commits_status import (
     PrepareGarbageCollectionCommitsStatus,
 )
 from lakefs_sdk.models.prepare_gc_uncommitted_request import PrepareGCUncommittedRequest
 
 from lakefs_gc import __version__
-from lakefs_gc.errors import LakeFSError, NoRetentionRulesError
-from lakefs_gc.lakefs.retry import RetryPolicy, http_status, is_connection_error, is_retryable
+from lakefs_gc.errors import LakeFSError
+from lakefs_gc.lakefs.answers import HTTP_NOT_FOUND, NO_RULES, no_rules, translate
+from lakefs_gc.lakefs.retry import RetryPolicy, http_status, is_retryable
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedPage, collect_uncommitted_dump
 
@@ -61,11 +61,7 @@ OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 T = TypeVar("T")
 
 CLIENT_HEADER = "X-Lakefs-Client"
-HTTP_NOT_FOUND = 404
 HTTP_INTERNAL_SERVER_ERROR = 500
-
-#: task error messages that mean "this repository has no GC rules"
-_NO_RULES = re.compile(r"not found|no (gc|garbage collection|retention) rules|rules.*missing", re.IGNORECASE)
 
 #: what a failing SDK call can raise (pydantic v1 validation errors are ValueErrors)
 _SDK_FAILURES = (OpenApiException, urllib3.exceptions.HTTPError, OSError, ValueError)
@@ -110,7 +106,8 @@ class PollingPolicy:
 
 
 class LakeFSClient:
-    """A thin, typed facade over the lakeFS endpoints used by GC (internals §1.11)."""
+    """A thin, typed facade over the lakeFS endpoints used by GC (docs/formats/lakefs-gc-api.md,
+    "The calls"); a :class:`~lakefs_gc.gc.ports.RefsReader`."""
 
     #: called after every API call (with its retries) as ``observer(operation, seconds, failed)``;
     #: the service sets it to feed its latency and error metrics (driver-side calls only)
@@ -177,7 +174,8 @@ class LakeFSClient:
         )
 
     def blockstore_type(self, storage_id: str) -> str:
-        """``s3`` | ``azure`` | ``gs`` | ...: the blockstore serving ``storage_id`` (§1.4 step 3).
+        """``s3`` | ``azure`` | ``gs`` | ...: the blockstore serving ``storage_id`` (lakefs-gc-api.md,
+        "The calls").
 
         A single-blockstore server empties ``storage_config_list``; then ``storage_config`` is
         the answer. With several blockstores the entry whose ``blockstore_id`` matches is.
@@ -269,7 +267,7 @@ class LakeFSClient:
                 _log.warning("async prepare commits for %s answered 500; using the blocking API", repository)
                 return self._prepare_commits_blocking(repository, overall)
             if e.status == HTTP_NOT_FOUND:
-                raise _no_rules(repository, str(e)) from e
+                raise no_rules(repository, str(e)) from e
             raise
         return self._poll_commits_task(repository, task.id, overall)
 
@@ -284,7 +282,7 @@ class LakeFSClient:
             )
         except LakeFSError as e:
             if e.status == HTTP_NOT_FOUND:
-                raise _no_rules(repository, str(e)) from e
+                raise no_rules(repository, str(e)) from e
             raise
         return CommitsExport(
             run_id=result.run_id,
@@ -358,7 +356,7 @@ class LakeFSClient:
             failed = False
             return result
         except _SDK_FAILURES as e:
-            raise _translate(e, where, self._connection.endpoint) from e
+            raise translate(e, where, self._connection.endpoint) from e
         finally:
             if LakeFSClient.observer is not None:
                 LakeFSClient.observer(operation, time.monotonic() - started, failed)
@@ -370,8 +368,8 @@ def _task_outcome(
     where = f"lakeFS prepare commits for repository {repository!r} (task {task_id})"
     if status.error is not None:
         message = str(status.error.message)
-        if _NO_RULES.search(message):
-            raise _no_rules(repository, f"{where} failed: {message}", status=None)
+        if NO_RULES.search(message):
+            raise no_rules(repository, f"{where} failed: {message}", status=None)
         raise LakeFSError(f"{where} failed: {message}")
     if status.result is None:
         raise LakeFSError(f"{where} completed without a result")
@@ -381,37 +379,3 @@ def _task_outcome(
         presigned_url=status.result.gc_commits_presigned_url,
         task_id=task_id,
     )
-
-
-def _no_rules(repository: str, detail: str, *, status: int | None = HTTP_NOT_FOUND) -> NoRetentionRulesError:
-    return NoRetentionRulesError(
-        f"repository {repository!r} has no garbage collection rules (or lakeFS cannot find them), "
-        f"so lakeFS cannot tell which commits are active; refusing to continue. "
-        f"Set rules with `lakectl gc set-config`. Detail: {detail}",
-        status=status,
-    )
-
-
-def _translate(exc: BaseException, where: str, endpoint: str) -> LakeFSError:
-    status = http_status(exc)
-    if isinstance(exc, ApiException) and status is not None:
-        return LakeFSError(f"{where} failed: HTTP {status}: {_server_message(exc)}", status=status)
-    if is_connection_error(exc):
-        return LakeFSError(f"{where} failed: cannot reach lakeFS at {endpoint}: {exc}")
-    return LakeFSError(f"{where} failed: {type(exc).__name__}: {exc}")
-
-
-def _server_message(exc: ApiException) -> str:
-    """lakeFS errors carry ``{"message": ...}``; fall back to the reason phrase."""
-    body = exc.body
-    if isinstance(body, bytes):
-        body = body.decode("utf-8", errors="replace")
-    if isinstance(body, str) and body:
-        try:
-            doc = json.loads(body)
-        except ValueError:
-            return body[:500]
-        if isinstance(doc, dict) and isinstance(doc.get("message"), str):
-            return str(doc["message"])
-        return body[:500]
-    return str(exc.reason or "no message")

@@ -56,7 +56,8 @@ class ActiveCommits:
 def read_commits_csv(fs: pafs.FileSystem, path: str) -> ActiveCommits:
     """Read ``commit_id,expired,metarange_id``; keep ``expired == false`` (case-insensitive).
 
-    ``metarange_id`` is used directly, which saves one ``getCommit`` call per commit (§1.7).
+    ``metarange_id`` is used directly, which saves one ``getCommit`` call per commit
+    (lakefs-gc-api.md, "The commits export").
     """
     text = _read_text(fs, path)
     reader = csv.DictReader(io.StringIO(text, newline=""))

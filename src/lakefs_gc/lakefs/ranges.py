@@ -1,8 +1,9 @@
 """From active metaranges to committed addresses: metarange → range ids, range → addresses.
 
 Ranges are shared by many commits, so callers collect the *distinct* range ids of all active
-metaranges first and read each range once (internals §7 step 4). Files are read straight from
-the object store; the lakeFS API is only the contract for where they are (``_lakefs/<id>``).
+metaranges first and read each range once (docs/formats/lakefs-ranges.md, "Ranges and
+metaranges"). Files are read straight from the object store; the lakeFS API is only the contract for where
+they are (``_lakefs/<id>``).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def range_ids_of_metarange(reader: SSTableReader) -> Iterator[str]:
 
 
 def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Iterator[str]:
-    """Namespace-relative keys referenced by a range, normalised as §1.6 (not de-duplicated)."""
+    """Namespace-relative keys referenced by a range, normalised (lakefs-ranges.md, "Committed addresses")."""
     for address, address_type in iter_range_addresses(reader):
         key = normalize_committed_address(address, address_type, namespace)
         if key is not None:

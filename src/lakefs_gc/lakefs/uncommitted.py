@@ -2,9 +2,10 @@
 
 The server answers page by page. Each page writes at most one parquet file under
 ``<ns>/_lakefs/retention/gc/uncommitted/<run_id>/uncommitted/`` and reports that directory in
-``gc_uncommitted_location`` *only if that page wrote rows* (internals §2.4). The Scala client
-keeps only the last page's location, so a dump whose last page happened to be empty reads as
-"no uncommitted data" and staged objects become deletion candidates (internals §4.6). Here:
+``gc_uncommitted_location`` *only if that page wrote rows* (docs/formats/lakefs-gc-api.md, "The
+uncommitted export"). The Scala client keeps only the last page's location, so a dump whose last
+page happened to be empty reads as "no uncommitted data" and staged objects become deletion
+candidates (lakefs-gc-api.md, "An empty last page"). Here:
 
 * every page is requested until the continuation token is blank;
 * every page must carry the same ``run_id`` (it becomes the mark id);
@@ -24,11 +25,11 @@ Whether the directory exists is the reader's concern, and the two cases differ:
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-from lakefs_gc.errors import LakeFSError
+from lakefs_gc.errors import GcError, LakeFSError
 
 _log = logging.getLogger(__name__)
 
@@ -44,6 +45,13 @@ class UncommittedDumpError(LakeFSError):
     def __init__(self, message: str, *, run_id: str, status: int | None = None) -> None:
         super().__init__(message, status=status)
         self.run_id = run_id
+
+    def wire_fields(self) -> dict[str, Any]:
+        return {"status": self.status, "run_id": self.run_id}
+
+    @classmethod
+    def from_wire(cls, message: str, fields: Mapping[str, Any]) -> GcError:
+        return cls(message, run_id=str(fields.get("run_id", "")), status=fields.get("status"))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 
 An xid is 12 bytes (4-byte big-endian seconds, 3-byte machine, 2-byte pid, 3-byte counter)
 printed as 20 lower-case base32hex characters. lakeFS names data slices and GC runs with a
-descending xid, ``xid.NewWithTime(64060588800 − t)`` (internals §2.2), so newer slices sort
-first; decoding it back tells when a slice or a mark was created.
+descending xid, ``xid.NewWithTime(64060588800 − t)`` (docs/formats/lakefs-storage.md, "xids
+and slices"), so newer slices sort first; decoding it back tells when a slice or a mark was created.
 """
 
 from __future__ import annotations

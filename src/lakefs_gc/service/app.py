@@ -3,9 +3,9 @@
 Queries (each with its checkpoint under ``service.state``):
 
 * ``lakefs-gc-inventory-ingest``: new inventory deliveries into the candidate table
-  (:mod:`lakefs_gc.spark.ingest`), when ``service.inventory`` is set;
+  (:mod:`lakefs_gc.spark.ingest.inventory.stream`), when ``service.inventory`` is set;
 * ``lakefs-gc-events-<name>``: one per notification queue, drained into the event table
-  (:mod:`lakefs_gc.spark.event_source`, :mod:`lakefs_gc.spark.event_table`);
+  (:mod:`lakefs_gc.spark.ingest.events.source`, :mod:`lakefs_gc.spark.ingest.events.table`);
 * ``lakefs-gc-gc-<repository>``: one per repository, its periodic mark and sweep
   (:mod:`lakefs_gc.service.cycle`).
 
@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from lakefs_gc import jobs
 from lakefs_gc.errors import ConfigError, ExitCode
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.lakefs.client import LakeFSClient
@@ -33,11 +34,11 @@ from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.streams import EventStreams, inventory_stream
-from lakefs_gc.spark.candidate_table import CandidateTable
-from lakefs_gc.spark.checkpoint import clear_interrupted_writes
-from lakefs_gc.spark.mark import mark_run
-from lakefs_gc.spark.range_cache import RangeCache, RangeCacheError
-from lakefs_gc.spark.sweep import sweep_run
+from lakefs_gc.spark.ingest.inventory.table import CandidateTable
+from lakefs_gc.spark.mark.job import MarkResult
+from lakefs_gc.spark.mark.range_cache import RangeCache, RangeCacheError
+from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes
+from lakefs_gc.spark.sweep.job import SweepResult
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
 if TYPE_CHECKING:
@@ -183,12 +184,14 @@ class GcService:
         cache = RangeCache.for_repository(self.state_dir, name)
         spark, settings = self.spark, self.settings
 
-        def mark(repository: str) -> Any:
+        def mark(repository: str) -> MarkResult:
             source = candidate_sets.source(repository, repo.namespace, records)
-            try:
-                return mark_run(
-                    spark, settings, repository, source=source, range_cache=cache, progress=_log.info
-                )
+            try:  # a client per cycle: cycles of several repositories run at once, in their own threads
+                with jobs.lakefs_client(settings, "mark") as client:
+                    return jobs.mark(
+                        spark, settings, repository, client=client, source=source, range_cache=cache,
+                        progress=_log.info,
+                    )  # fmt: skip
             except RangeCacheError:  # fail closed now; the next attempt rebuilds the cache from lakeFS
                 _log.warning(
                     "%s: dropping the range cache %s; the next mark rebuilds it", repository, cache.root
@@ -196,8 +199,9 @@ class GcService:
                 shutil.rmtree(cache.root, ignore_errors=True)
                 raise
 
-        def sweep(repository: str, mark_id: str) -> Any:
-            return sweep_run(spark, settings, repository, mark_id, progress=_log.info)
+        def sweep(repository: str, mark_id: str) -> SweepResult:
+            with jobs.lakefs_client(settings, "sweep") as client:
+                return jobs.sweep(spark, settings, repository, mark_id, client=client, progress=_log.info)
 
         ports = CyclePorts(mark, sweep)
         svc = settings.service

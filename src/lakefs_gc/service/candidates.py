@@ -1,6 +1,6 @@
 """Where a cycle's candidate set comes from: the service's tables and its own sweeps.
 
-:class:`~lakefs_gc.spark.candidate_set.CandidateSetSource` needs three inputs per repository;
+:class:`~lakefs_gc.spark.mark.sources.candidate_set.CandidateSetSource` needs three inputs per repository;
 this module finds them in the service's state:
 
 * the snapshot: the newest delivery the inventory stream recorded for the repository in the
@@ -20,11 +20,11 @@ from functools import reduce
 from typing import TYPE_CHECKING
 
 from lakefs_gc.service.records import CycleRecords
-from lakefs_gc.spark.candidate_set import CandidateSetSource, Snapshot
-from lakefs_gc.spark.candidate_source import ListingSource
-from lakefs_gc.spark.candidate_table import CandidateTable, candidates_frame, ingested_deliveries
-from lakefs_gc.spark.reports import ReportDir
-from lakefs_gc.spark.sweep_resume import deleted_addresses
+from lakefs_gc.spark.ingest.inventory.table import CandidateTable, candidates_frame, ingested_deliveries
+from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot
+from lakefs_gc.spark.mark.sources.listing import ListingSource
+from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.sweep.resume import deleted_addresses
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
 

@@ -31,16 +31,16 @@ from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.errors import GcError
+from lakefs_gc.gc.guards import SweepRefusedError
 from lakefs_gc.service.records import BatchRecord, CycleRecords, MarkRecord
-from lakefs_gc.spark.sweep_guards import SweepRefusedError
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
     from lakefs_gc.service.metrics import Metrics
     from lakefs_gc.service.settings import RepositorySchedule
-    from lakefs_gc.spark.mark import MarkResult
-    from lakefs_gc.spark.sweep import SweepResult
+    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.sweep.job import SweepResult
 
 _log = logging.getLogger(__name__)
 
@@ -129,11 +129,10 @@ class GcCycle:
             self._sweep_due(record, self.ports.clock())
 
     def _mark_succeeded(self, record: BatchRecord, mark: MarkRecord, result: MarkResult) -> None:
-        summary = result.summary
         mark.mark_id, mark.success, mark.ended = result.mark_id, True, self.ports.clock().isoformat()
         mark.marked = result.marked
-        mark.marked_bytes = int(summary.get("num_deleted_bytes", 0) or 0)
-        mark.candidates = summary.get("num_listed_objects")
+        mark.marked_bytes = result.marked_bytes
+        mark.candidates = result.listed
         self.records.save(record)
         m, repo = self.metrics, self.repository
         m.objects_marked.labels(repo).inc(mark.marked)

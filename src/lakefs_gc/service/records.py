@@ -2,10 +2,10 @@
 
 One JSON file per micro-batch that did something, ``<state>/cycles/<repo>/batches/<batch>.json``,
 rewritten atomically (temp file + rename) after every step. This is what makes a cycle
-idempotent per batch id (cloud-formats.md §5.4): Spark replays the batch it did not commit after
-a crash, and the replay reads the record and continues after the last step it finished, instead
-of marking twice or forgetting a sweep. A mark that was started but has no recorded outcome was
-killed; its report has no ``summary.json`` (or ``success=false``), so it can never be swept, and
+idempotent per batch id (docs/formats/spark-data-sources.md, "Idempotent sinks"): Spark replays
+the batch it did not commit after a crash, and the replay reads the record and continues after the last step
+it finished, instead of marking twice or forgetting a sweep. A mark that was started but has no recorded
+outcome was killed; its report has no ``summary.json`` (or ``success=false``), so it can never be swept, and
 the replay marks again.
 """
 

@@ -1,7 +1,8 @@
 """The service's ingest queries: inventory deliveries and notification queues, with their metrics.
 
-Thin wiring of :mod:`lakefs_gc.spark.ingest` and :mod:`lakefs_gc.spark.event_table` to the
-service's state directory and its :class:`~lakefs_gc.service.metrics.Metrics`.
+Thin wiring of :mod:`lakefs_gc.spark.ingest.inventory.stream` and
+:mod:`lakefs_gc.spark.ingest.events.table` to the service's state directory and its
+:class:`~lakefs_gc.service.metrics.Metrics`.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from lakefs_gc.events.routing import EventRoute
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.service.metrics import Metrics
-from lakefs_gc.spark.candidate_table import CandidateTable, IngestedDelivery
-from lakefs_gc.spark.event_source import EventRoute, EventSourceConfig
-from lakefs_gc.spark.event_table import BatchCounts, EventTable, events_frame, run_event_stream
-from lakefs_gc.spark.ingest import start_ingest
-from lakefs_gc.spark.inventory_source import SourceConfig
+from lakefs_gc.spark.ingest.events.source import EventSourceConfig
+from lakefs_gc.spark.ingest.events.table import BatchCounts, EventTable, events_frame, run_event_stream
+from lakefs_gc.spark.ingest.inventory.source import SourceConfig
+from lakefs_gc.spark.ingest.inventory.stream import start_ingest
+from lakefs_gc.spark.ingest.inventory.table import CandidateTable, IngestedDelivery
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
 if TYPE_CHECKING:

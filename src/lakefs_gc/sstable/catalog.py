@@ -1,8 +1,8 @@
 """lakeFS's ``catalog.Entry``: the value of every object in a range.
 
-Field numbers follow ``pkg/catalog/catalog.proto`` (internals §5.3). The GC only needs
-``address`` and ``address_type``; :func:`decode_address` extracts them without building an
-:class:`Entry`, which matters when a mark decodes tens of millions of entries.
+Field numbers follow ``pkg/catalog/catalog.proto`` (docs/formats/lakefs-ranges.md, "Graveler
+values"). The GC only needs ``address`` and ``address_type``; :func:`decode_address` extracts them without
+building an :class:`Entry`, which matters when a mark decodes tens of millions of entries.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from lakefs_gc.sstable.protobuf import (
 
 
 class AddressType(enum.IntEnum):
-    """How ``Entry.address`` is resolved (internals §2.2)."""
+    """How ``Entry.address`` is resolved (lakefs-storage.md, "Physical addresses")."""
 
     BY_PREFIX_DEPRECATED = 0
     RELATIVE = 1

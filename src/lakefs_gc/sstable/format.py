@@ -1,7 +1,7 @@
 """RocksDB block-based table constants, block handles, footer and block trailers.
 
-lakeFS writes its ranges with pebble in ``TableFormatRocksDBv2`` (internals §5.1/§5.2): a
-53-byte footer, CRC-32C checksums and per-block Snappy or no compression. Everything here is
+lakeFS writes its ranges with pebble in ``TableFormatRocksDBv2`` (docs/formats/lakefs-ranges.md,
+"File layout"): a 53-byte footer, CRC-32C checksums and per-block Snappy or no compression. Everything here is
 byte layout; decisions about *what* to read live in the reader.
 """
 

@@ -1,7 +1,7 @@
 """Graveler's view of a table: ranges (path → Entry) and metaranges (max key → range).
 
 A graveler value is ``zigzag(len(identity)) identity zigzag(len(data)) data`` (Go
-``binary.PutVarint``; internals §5.3). In a range the data is a ``catalog.Entry``; in a
+``binary.PutVarint``; lakefs-ranges.md, "Graveler values"). In a range the data is a ``catalog.Entry``; in a
 metarange the identity is the range id and the data a ``RangeData``. Range and metarange ids
 are the hex SHA-256 over every record and the writer's metadata, as lakeFS's ``DiskWriter``
 computes them, so a table with the same content gets the same id (content addressing).

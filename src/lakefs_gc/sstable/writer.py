@@ -1,8 +1,8 @@
 """Writer of RocksDB block-based tables that lakeFS, pebble and RocksDB can read.
 
-Mirrors what lakeFS's pebble writer produces (internals §5.1): format version 2, CRC-32C,
-4 KiB data blocks with restart interval 16, Snappy per block (kept only when it saves at least
-1/8, as pebble does), a two-level index once the index outgrows one block, and a properties
+Mirrors what lakeFS's pebble writer produces (docs/formats/lakefs-ranges.md, "File layout"):
+format version 2, CRC-32C, 4 KiB data blocks with restart interval 16, Snappy per block (kept only when it
+saves at least 1/8, as pebble does), a two-level index once the index outgrows one block, and a properties
 block with RocksDB's standard properties plus caller-supplied user properties.
 """
 

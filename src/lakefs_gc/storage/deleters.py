@@ -14,7 +14,7 @@ cutoff answers 412 and is ``failed``, "refused"), local files are checked with `
 buckets, so there the guarantee rests on the mark (lakeFS never rewrites an address) and on the
 sweep's revalidation.
 
-Batch sizes are those of lakeFS's Spark GC (internals §1.8, §6.2): 1000 keys per S3
+Batch sizes are those of lakeFS's Spark GC (docs/formats/lakefs-gc-api.md, "Bulk deletes"): 1000 keys per S3
 ``DeleteObjects``, 256 blobs per Azure blob batch.
 
 Throttling (S3 ``503 SlowDown``, per-key ``SlowDown`` inside a ``DeleteObjects`` answer; Azure

@@ -2,8 +2,8 @@
 
 Runs inside Spark executor tasks, so only ``pyarrow`` and the standard library, and only
 module-level functions (which pickle by reference). The layout follows lakeFS's own GC
-(internals §1.5): the driver lists the direct children of ``<ns>/data/`` with
-:func:`list_children` and hands each one to a task that lists it recursively with
+(docs/formats/lakefs-storage.md, "Listing a namespace"): the driver lists the direct children
+of ``<ns>/data/`` with :func:`list_children` and hands each one to a task that lists it recursively with
 :func:`iter_listing`; files directly at the namespace root (the old layout) come from
 :func:`iter_root_files`.
 

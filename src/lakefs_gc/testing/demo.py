@@ -4,9 +4,10 @@ The repository is built through lakefs-sdk over HTTP, exactly as a user would bu
 lakeFS, with commit dates in the past (lakeFS's commit ``date`` field) and the object files'
 modification times set to when they were written in the story, so the real default safety
 (min age 24 h, lakeFS's 24 h grace period) applies unchanged. Each object carries what a correct
-GC must do with it and why (internals §3 for retention, §4 for the uncommitted rules); after a
-mark and a sweep, :func:`check_results` compares that with what really happened on disk, in the
-mark report and in the sweep report, and also proves nothing *else* in the namespace was touched.
+GC must do with it and why (docs/formats/lakefs-retention.md for retention; lakefs-gc-api.md,
+"Safety windows" for the uncommitted rules); after a mark and a sweep, :func:`check_results` compares that
+with what really happened on disk, in the mark report and in the sweep report, and also proves nothing
+*else* in the namespace was touched.
 """
 
 from __future__ import annotations

@@ -1,9 +1,9 @@
 """What lakeFS's GC endpoints produce: rules, the active-commits CSV, the uncommitted dump.
 
-Paths, file formats and pagination follow internals §2.3–§2.4 so a GC client reading them
-cannot tell this server from lakeFS: the CSV lists only active commits (``expired=false``);
-the uncommitted dump is one GZIP parquet file per page *that had data*, and a page can end
-between branches, so the last page may carry no data and an empty location.
+Paths, file formats and pagination follow docs/formats/lakefs-gc-api.md ("The commits export"
+and "The uncommitted export") so a GC client reading them cannot tell this server from lakeFS: the CSV lists
+only active commits (``expired=false``); the uncommitted dump is one GZIP parquet file per page *that had
+data*, and a page can end between branches, so the last page may carry no data and an empty location.
 """
 
 from __future__ import annotations

@@ -24,17 +24,23 @@ from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from lakefs_gc.testing.context import ApiError, BadRequest, NotFound, Unauthorized
 from lakefs_gc.testing.framing import FramingError, read_body
 
-if TYPE_CHECKING:
-    from lakefs_gc.testing.faults import FaultPlan
-
 _log = logging.getLogger(__name__)
 API_PREFIX = "/api/v1"
+
+
+class Faults(Protocol):
+    """What the server asks of its fault plan (:class:`lakefs_gc.testing.faults.FaultPlan`, which
+    builds on this module's requests and responses): empty or not, and how to answer a request."""
+
+    def __len__(self) -> int: ...
+
+    def serve(self, request: Request, answer: Callable[[Request], Response]) -> Response: ...
 
 
 @dataclass
@@ -186,7 +192,7 @@ class ApiServer(ThreadingHTTPServer):
         address: tuple[str, int],
         router: Router,
         credentials: Credentials,
-        faults: FaultPlan | None = None,
+        faults: Faults | None = None,
     ) -> None:
         self.router = router
         self.credentials = credentials

@@ -8,7 +8,8 @@ the real service would deliver:
 
 * :class:`DirectoryNotifier`: the demo's local queue (:mod:`lakefs_gc.events.local`);
 * :class:`AzureQueueNotifier`: Event Grid blob events delivered to a Storage Queue endpoint
-  (cloud-formats.md §4.1, §4.2, §4.4), one event per message, base64-encoded JSON by default.
+  (docs/formats/notifications.md, "Event Grid schemas"), one event per message, base64-encoded
+  JSON by default.
 
 Enable them with ``ServerSettings(notifications=...)``; :class:`NotifierGroup` combines several.
 """
@@ -231,7 +232,7 @@ def blob_event(
     size: int | None = None,
     etag: str | None = None,
 ) -> dict[str, Any]:
-    """One Event Grid ``BlobCreated``/``BlobDeleted`` event (§4.1 EventGridEvent, §4.2 CloudEvent).
+    """One Event Grid ``BlobCreated``/``BlobDeleted`` event (EventGridEvent or CloudEvent schema).
 
     ``blob`` is the raw blob name (the ``subject`` carries it unencoded); ``url`` is already
     percent-encoded. Created events carry ``contentLength`` and a quoted ``eTag``.
@@ -262,7 +263,7 @@ def blob_event(
 
 
 def _blob_data(kind: Kind, *, url: str, sequencer: str, size: int | None, etag: str | None) -> dict[str, Any]:
-    """The ``data`` member, fields in the order Azure sends them (§4.1)."""
+    """The ``data`` member, fields in the order Azure sends them."""
     data: dict[str, Any] = {"api": "PutBlob" if kind == "created" else "DeleteBlob"}
     data["clientRequestId"] = str(uuid.uuid4())
     data["requestId"] = str(uuid.uuid4())

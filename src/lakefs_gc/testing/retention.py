@@ -7,7 +7,7 @@ test server must answer what lakeFS would answer, quirks included, not what the 
 
 Faithfully reproduced quirks (each one has a test):
 
-* **Processing order can matter.** Internals §3 step 6 says the order does not change the result.
+* **Processing order can matter.** lakeFS's documentation says the order does not change the result.
   That is true when no commit is the first parent of two commits, but not in general. The short cut
   looks at the parent *before* judging the child it came from. Take a commit ``p`` that is the first
   parent of both ``a`` and ``b`` (two branches forked at ``p``). If the walk through ``a`` has already
@@ -24,9 +24,9 @@ Faithfully reproduced quirks (each one has a test):
 
 Deliberate differences, all on input lakeFS cannot produce: every referenced commit (branch heads and
 *all* parents, not only the first parents that are walked) must be in ``commits``, else a
-:class:`RetentionError` is raised. lakeFS would fail mid-walk (see internals §3 "server caveat"), or
-never notice a missing second parent. Thresholds that overflow ``datetime`` are clamped to
-``datetime.min``/``max``. Go's ``AddDate`` lands millions of years away instead, and no commit date
+:class:`RetentionError` is raised. lakeFS would fail mid-walk (docs/formats/lakefs-retention.md,
+"Server caveat"), or never notice a missing second parent. Thresholds that overflow ``datetime`` are clamped
+to ``datetime.min``/``max``. Go's ``AddDate`` lands millions of years away instead, and no commit date
 can tell the two apart.
 
 Calendar days: lakeFS uses ``now.AddDate(0, 0, -days)`` in the server's local time zone. We work in

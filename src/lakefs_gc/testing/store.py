@@ -1,6 +1,6 @@
 """Durable state of the test server: repositories, branches, commits, tags, staging, rules.
 
-SQLite (stdlib) gives transactions, survives restarts with ``--state-dir`` (even a kill -9
+SQLite (stdlib) gives transactions, survives restarts with ``--state`` (even a kill -9
 between requests) and scales to synthetic repositories with millions of staged entries.
 Committed trees are *not* here: like lakeFS, they live in the storage namespace as ranges and
 metaranges. Without a state directory the database is in memory.

@@ -1,4 +1,5 @@
-"""Azure Storage Queue: Event Grid blob events delivered to a queue (cloud-formats.md §4.4).
+"""Azure Storage Queue: Event Grid blob events delivered to a queue
+(docs/formats/notifications.md, "Delivery options").
 
 Message content is read raw (no decode policy): Event Grid and the older SDKs store it
 base64-encoded, others as plain JSON, and :func:`lakefs_gc.events.parse.parse_message` accepts

@@ -3,8 +3,9 @@
 Every notification service we read (SQS, Azure Storage Queue, Event Grid namespace pull
 delivery, the demo's directory) delivers at least once and hides a received message for a while
 (visibility timeout, lock). The streaming source spools what it receives before Spark logs a
-batch and acknowledges only after the batch is committed (cloud-formats.md §5.4), so the port
-needs just three operations; everything cloud-specific stays in the adapters.
+batch and acknowledges only after the batch is committed (docs/formats/spark-data-sources.md,
+"Replaying a queue"), so the port needs just three operations; everything cloud-specific stays in the
+adapters.
 """
 
 from __future__ import annotations

@@ -1,10 +1,12 @@
-"""Azure Event Grid namespace topics, pull delivery (cloud-formats.md §4.4, §4.5).
+"""Azure Event Grid namespace topics, pull delivery
+(docs/formats/notifications.md, "Delivery options").
 
 Blob events reach a namespace topic from the storage account's system topic (CloudEvents
 schema); a subscription in queue mode hands them out with a lock. The lock lasts 60-300 s (set on
 the subscription), far shorter than the time until Spark commits a batch, so acknowledging often
 finds the lock lost: the event is then delivered again and the table drops the duplicate. That is
-why the source spools what it receives instead of relying on locks (§5.4).
+why the source spools what it receives instead of relying on locks
+(docs/formats/spark-data-sources.md, "Replaying a queue").
 
 The real broker waits up to ``max_wait_time`` (10 s at least) on an empty subscription, so every
 drain of an idle queue ends with a 10 s receive.

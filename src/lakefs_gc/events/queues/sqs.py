@@ -9,7 +9,8 @@ from typing import Any
 from lakefs_gc.events.queues.base import QueueError, QueueMessage, chunks
 from lakefs_gc.events.queues.config import QueueConfig
 
-#: SQS limits (cloud-formats.md §3.2): messages per receive, entries per delete batch, long poll
+#: SQS limits (docs/formats/notifications.md, "Delivery wrappers"): messages per receive,
+#: entries per delete batch, long poll
 MAX_RECEIVE = 10
 MAX_DELETE_BATCH = 10
 MAX_WAIT_S = 20

@@ -1,14 +1,14 @@
 """Where Azure Blob inventory deliveries are, whether they are complete, and what their manifests say.
 
-Layout (reference/cloud-formats.md §2.2), relative to the destination container::
+Layout (docs/formats/inventories.md, "Azure output layout"), relative to the destination container::
 
     YYYY/MM/DD/HH-MM-SS/<rule>/<rule>-manifest.json   written with "status": "Pending" when a run starts
     YYYY/MM/DD/HH-MM-SS/<rule>/<rule>-manifest.checksum   MD5 of the manifest; its creation marks completion
     <files[].blob>                                     data files, relative to the destination container
 
 A delivery is complete only when the checksum exists and matches, the status is ``Succeeded`` and every
-data file exists with the size the manifest lists (invariant 4: an incomplete inventory never reads as
-"these objects do not exist").
+data file exists with the size the manifest lists (docs/invariants.md, invariant 4: an incomplete inventory
+never reads as "these objects do not exist").
 """
 
 from __future__ import annotations
@@ -109,7 +109,8 @@ def _read_verified_manifest(fs: pafs.FileSystem, manifest_path: str) -> dict[str
 
 
 def _md5_matches(body: bytes, promised: str) -> bool:
-    """Hex or base64: the checksum's encoding is not documented (reference §2.3), so accept both."""
+    """Hex or base64: the checksum's encoding is not documented (inventories.md, "Azure
+    manifest"): accept both."""
     digest = hashlib.md5(body).digest()
     text = promised.strip().strip('"').strip()
     if text.lower() == digest.hex():

@@ -1,6 +1,6 @@
 """Where S3 Inventory deliveries are, whether they are complete, and what their manifests say.
 
-Layout (reference/cloud-formats.md §1.2)::
+Layout (docs/formats/inventories.md, "S3 destination layout")::
 
     <dest>/<source-bucket>/<config-id>/YYYY-MM-DDTHH-MMZ/manifest.json
     <dest>/<source-bucket>/<config-id>/YYYY-MM-DDTHH-MMZ/manifest.checksum   (completion marker)

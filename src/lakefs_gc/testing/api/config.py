@@ -48,7 +48,7 @@ def register(router: Router, services: Services) -> None:
             "version_config": {"version": ctx.settings.version},
             "storage_config": storage_config(ids[0], listed=len(ids) > 1),
         }
-        # lakeFS empties the list for a single default blockstore (internals §1.11)
+        # lakeFS empties the list for a single default blockstore (lakefs-gc-api.md, "The calls")
         body["storage_config_list"] = [storage_config(i, listed=True) for i in ids] if len(ids) > 1 else []
         return json_response(body)
 

@@ -1,0 +1,132 @@
+"""The batch jobs wired from settings: the one place that turns settings into params and adapters.
+
+The command line (:mod:`lakefs_gc.cli`), the service (:mod:`lakefs_gc.service`), the demo and the
+benchmarks hold a :class:`~lakefs_gc.settings.GcSettings`; the jobs take frozen parameters and
+ports (:mod:`lakefs_gc.gc.params`, :mod:`lakefs_gc.gc.ports`). Here one becomes the other:
+
+* :class:`MarkParams` / :class:`SweepParams` from the settings and the flags;
+* lakeFS (:class:`~lakefs_gc.spark.mark.references.LakeFSRefs`) from one client per command,
+  which the caller opens (:func:`lakefs_client`) and passes to every job it runs;
+* the deleters: the namespace's store, or the dry run's that delete nothing;
+* the clock: the system's, unless the caller passes another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from lakefs_gc.gc.ports import Clock, utc_now
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.settings import GcSettings
+from lakefs_gc.spark.mark.references import LakeFSRefs
+from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.storage.deleting import DryRunDeleters, StoreDeleters
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+    from pyspark.sql import SparkSession
+
+    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.mark.range_cache import RangeCache
+    from lakefs_gc.spark.mark.sources import CandidateProvider
+    from lakefs_gc.spark.sweep.backup import CopyResult
+    from lakefs_gc.spark.sweep.job import SweepResult
+
+Progress = Callable[[str], None]
+
+
+def lakefs_client(settings: GcSettings, command: str) -> LakeFSClient:
+    """The one lakeFS client of a command (``command`` names it in lakeFS's logs); close it after."""
+    return LakeFSClient(settings.lakefs, source=command)
+
+
+def lakefs_refs(client: LakeFSClient, settings: GcSettings) -> LakeFSRefs:
+    return LakeFSRefs(client, settings.lakefs, settings.storage)
+
+
+def mark_report(client: LakeFSClient, settings: GcSettings, repository: str, mark_id: str) -> ReportDir:
+    """Where mark ``mark_id`` of ``repository`` keeps its reports (lakeFS names the namespace)."""
+    storage_namespace = client.get_repository(repository).storage_namespace
+    return ReportDir.of(storage_namespace, mark_id, settings.storage)
+
+
+def mark(
+    spark: SparkSession,
+    settings: GcSettings,
+    repository: str,
+    *,
+    client: LakeFSClient,
+    progress: Progress | None = None,
+    source: CandidateProvider | None = None,
+    range_cache: RangeCache | None = None,
+    clock: Clock = utc_now,
+) -> MarkResult:
+    """:func:`~lakefs_gc.spark.mark.job.mark_run` of ``repository`` with ``settings``."""
+    from lakefs_gc.spark.mark.job import mark_run
+
+    refs = lakefs_refs(client, settings)
+    params = settings.mark_params(repository)
+    return mark_run(spark, params, refs, source, clock, progress=progress, range_cache=range_cache)
+
+
+def sweep(
+    spark: SparkSession,
+    settings: GcSettings,
+    repository: str,
+    mark_id: str,
+    *,
+    client: LakeFSClient,
+    force: bool = False,
+    dry_run: bool = False,
+    progress: Progress | None = None,
+    clock: Clock = utc_now,
+) -> SweepResult:
+    """:func:`~lakefs_gc.spark.sweep.job.sweep_run` of mark ``mark_id``: its store's deleters, or
+    (``dry_run``) deleters that delete nothing."""
+    from lakefs_gc.spark.sweep.job import sweep_run
+
+    report = mark_report(client, settings, repository, mark_id)
+    params = settings.sweep_params(repository, force=force, dry_run=dry_run)
+    deleters = (
+        DryRunDeleters(report.namespace) if dry_run else StoreDeleters(report.namespace, settings.storage)
+    )
+    refs = lakefs_refs(client, settings)
+    return sweep_run(spark, params, report, deleters, clock, refs=refs, progress=progress)
+
+
+def copy(
+    spark: SparkSession,
+    settings: GcSettings,
+    direction: str,
+    repository: str,
+    mark_id: str,
+    location: str,
+    *,
+    client: LakeFSClient,
+    concurrency: int = 8,
+    progress: Progress | None = None,
+) -> CopyResult:
+    """:func:`~lakefs_gc.spark.sweep.backup.backup_run` (``direction`` ``backup``: to ``location``)
+    or :func:`~lakefs_gc.spark.sweep.backup.restore_run` (from ``location``)."""
+    from lakefs_gc.spark.sweep.backup import backup_run, restore_run
+
+    report = mark_report(client, settings, repository, mark_id)
+    parallelism = settings.spark.parallelism
+    if direction == "backup":
+        return backup_run(
+            spark, report, repository, to=location, concurrency=concurrency, parallelism=parallelism,
+            progress=progress,
+        )  # fmt: skip
+    return restore_run(
+        spark, report, repository, source=location, concurrency=concurrency, parallelism=parallelism,
+        progress=progress,
+    )  # fmt: skip
+
+
+def report_table(settings: GcSettings, storage_namespace: str, mark_id: str, name: str) -> pa.Table:
+    """A mark's report sub-directory (``deleted``, ``swept``...) read whole on the driver (small
+    reports: the demo, tests)."""
+    from lakefs_gc.spark.report.read import read_report_table
+
+    return read_report_table(ReportDir.of(storage_namespace, mark_id, settings.storage), name)

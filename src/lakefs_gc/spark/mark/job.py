@@ -1,0 +1,328 @@
+"""The mark: which objects of a repository's storage namespace are garbage, written as a report.
+
+The body reads like the algorithm (:func:`mark_run`)::
+
+    cutoff = now - max(min age, lakeFS's grace period)           # gc.cutoff
+    source = listing | inventory snapshot | candidate set         # chosen before lakeFS is asked
+    staged = lakeFS's uncommitted dump                            # first, completely
+    committed = addresses of the active commits' ranges           # then; ranges read on executors
+    garbage = candidates - committed - staged, older than cutoff  # gc.algebra, as joins
+    write deleted/, ranges/, metaranges/, then summary.json       # the report, last
+
+Order matters and follows lakeFS's design (docs/formats/lakefs-gc-api.md, "Order of the calls"):
+the uncommitted dump completes before the active commits are computed, and ranges are read after
+both, so an object committed in between is still seen. The listing runs last; anything it sees
+that is newer than the cutoff is kept regardless. With an inventory the candidates come from its
+newest usable snapshot (:mod:`lakefs_gc.spark.mark.sources.inventory`), chosen before the dump
+so that a refused inventory leaves no mark behind.
+
+Fail closed (docs/invariants.md, invariant 4): any error after the dump leaves a ``summary.json``
+with ``success=false`` (so no sweep can follow it) and is raised; before the dump there is no
+mark id and nothing is written. The report is written last, only after every reference was read.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc import __version__
+from lakefs_gc.errors import ConfigError, GcError, StorageError
+from lakefs_gc.gc import reasons
+from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
+from lakefs_gc.gc.params import MarkParams
+from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
+from lakefs_gc.gc.reports import MarkSummary, int_or_none
+from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
+from lakefs_gc.spark.mark.algebra import classify, garbage
+from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
+from lakefs_gc.spark.mark.references import LakeFSRefs, committed_frames, dump_frame, read_active_commits
+from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
+from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
+from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
+from lakefs_gc.sstable.catalog import epoch_ns
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_log = logging.getLogger(__name__)
+
+Progress = Callable[[str], None]
+
+#: lakeFS's LinkAddressTime, assumed for servers too old to report their grace period
+DEFAULT_GRACE_PERIOD = timedelta(hours=24)
+#: blockstore type (GET /config) → the kind of storage location it serves
+_BLOCKSTORE_KINDS = {"s3": "s3", "azure": "azure", "local": "local", "gs": "gs"}
+
+
+@dataclass(frozen=True)
+class MarkResult:
+    repository: str
+    mark_id: str
+    success: bool
+    summary: dict[str, Any]
+    report_location: str
+    storage_namespace: str
+
+    @property
+    def marked(self) -> int:
+        """Objects marked (listed in ``deleted/``)."""
+        return int(self.summary.get("num_deleted_objects", 0))
+
+    @property
+    def marked_bytes(self) -> int:
+        """Their total size."""
+        return int(self.summary.get("num_deleted_bytes", 0) or 0)
+
+    @property
+    def listed(self) -> int | None:
+        """The candidates the mark considered (``None``: a failed mark says nothing)."""
+        return int_or_none(self.summary.get("num_listed_objects"))
+
+
+def mark_run(
+    spark: SparkSession,
+    params: MarkParams,
+    refs: LakeFSRefs,
+    source: CandidateProvider | None = None,
+    clock: Clock = utc_now,
+    *,
+    progress: Progress | None = None,
+    range_cache: RangeCache | None = None,
+) -> MarkResult:
+    """Mark the garbage of ``params.repository``; see the module docstring for the guarantees.
+
+    ``source``: where the candidates come from (the service's candidate set); default: a listing
+    of the namespace, or the inventory snapshot ``params.inventory`` names.
+    ``range_cache``: keep metarange and range contents there between marks, so that a mark reads
+    from lakeFS only those it has not seen (:mod:`lakefs_gc.spark.mark.range_cache`).
+    """
+    say = progress or _log.info
+    start, client, repository = clock(), refs.api, params.repository
+    repo = client.get_repository(repository)
+    namespace = _namespace(repo, client.blockstore_type(repo.storage_id), refs)
+    cutoff = compute_cutoff(
+        start,
+        grace_period=client.grace_period(default=DEFAULT_GRACE_PERIOD),
+        min_age=params.min_age,
+        unsafe_min_age=params.unsafe_min_age,
+    )
+    say(f"{repository}: cutoff {cutoff.time.isoformat()} ({cutoff.reason}); "
+        f"namespace {repo.storage_namespace}")  # fmt: skip
+    # before the dump: a refused inventory leaves nothing behind
+    source = source or candidate_source(params, namespace, refs.storage, now=start, say=say)
+    context = _MarkContext(
+        spark, params, refs, repo, namespace, cutoff, source, start, clock, say, range_cache
+    )
+    say(f"{repository}: asking lakeFS for the uncommitted dump")
+    try:
+        dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
+    except UncommittedDumpError as e:  # lakeFS had started run e.run_id: record the mark as failed
+        _MarkRun(context, e.run_id, None).fail(e)
+        raise
+    return _MarkRun(context, dump.run_id, dump).execute()
+
+
+def _namespace(repo: RepositoryInfo, blockstore_type: str, refs: LakeFSRefs) -> StorageLocation:
+    if repo.read_only:
+        raise ConfigError(f"repository {repo.id!r} is read-only; lakeFS refuses to prepare a GC for it")
+    namespace = parse_storage_namespace(repo.storage_namespace, local_root=refs.storage.local_root)
+    expected = _BLOCKSTORE_KINDS.get(blockstore_type)
+    if expected is None:
+        raise StorageError(
+            f"repository {repo.id!r} lives on a {blockstore_type!r} blockstore: nothing a GC can collect"
+        )
+    if expected != namespace.kind:
+        raise StorageError(
+            f"repository {repo.id!r}: namespace {repo.storage_namespace} is {namespace.kind}, "
+            f"but lakeFS says its blockstore is {blockstore_type}"
+        )
+    if namespace.kind == "gs":
+        raise StorageError("Google Cloud Storage namespaces are not supported yet")
+    return namespace
+
+
+@dataclass(frozen=True)
+class _MarkContext:
+    """What a mark knows before lakeFS gives it a run id."""
+
+    spark: SparkSession
+    params: MarkParams
+    refs: LakeFSRefs
+    repo: RepositoryInfo
+    namespace: StorageLocation
+    cutoff: Cutoff
+    source: CandidateProvider
+    start: datetime
+    clock: Clock
+    say: Progress
+    range_cache: RangeCache | None = None
+
+
+class _MarkRun:
+    """One mark after the dump: everything that must end in a report, success or not."""
+
+    def __init__(self, context: _MarkContext, run_id: str, dump: StagedExport | None) -> None:
+        c = context
+        self.spark, self.params, self.refs, self.repo = c.spark, c.params, c.refs, c.repo
+        self.namespace, self.cutoff, self.source = c.namespace, c.cutoff, c.source
+        self.run_id, self.dump = run_id, dump
+        self.report = ReportDir(c.namespace, run_id, c.refs.storage)
+        self.start, self.clock, self.say = c.start, c.clock, c.say
+        self.range_cache = c.range_cache
+        self.parallelism = c.params.parallelism or c.spark.sparkContext.defaultParallelism
+        self.stats: dict[str, Any] = {"candidates": c.source.summary}
+        self.first_slice = ""
+        self.persisted: list[DataFrame] = []
+
+    def execute(self) -> MarkResult:
+        try:
+            marked, marked_bytes = self._mark()
+        except BaseException as e:
+            error = job_failure(e, f"mark {self.run_id} of {self.repo.id}") if is_spark_failure(e) else e
+            self.fail(error)
+            if error is e:
+                raise
+            raise error from e
+        finally:
+            for df in self.persisted:
+                df.unpersist()
+        summary = self._summary(True, marked, {"num_deleted_bytes": marked_bytes})
+        write_summary(self.report, summary)
+        self.say(f"{self.repo.id}: marked {marked} objects ({marked_bytes} bytes); report {self.report}")
+        return self._result(summary)
+
+    def _mark(self) -> tuple[int, int]:
+        assert self.dump is not None
+        uncommitted = self._uncommitted(self.dump)
+        self.say(f"{self.repo.id}: asking lakeFS for the active commits")
+        commits = read_active_commits(
+            self.refs.api,
+            self.repo.id,
+            options=self.refs.storage,
+            timeout=self.params.prepare_commits_timeout,
+        )
+        metaranges = commits.metarange_ids
+        self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
+        self.stats.update(num_metaranges=len(metaranges))
+        range_ids, committed = self._committed(metaranges)
+        range_ids = self._persist(range_ids)
+        self.say(
+            f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
+            f"reading ranges on {self.parallelism} partitions"
+        )
+        found = self.source.candidates(
+            self.spark, parallelism=self.parallelism, say=lambda m: self.say(f"{self.repo.id}: {m}")
+        )
+        self.stats.update(found.stats)
+        classified = self._persist(
+            classify(found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
+        )
+        counts, first_slice = self._count_reasons(classified)
+        self.first_slice = first_slice if found.first_slice is None else found.first_slice
+        self.say(f"{self.repo.id}: writing the report")
+        self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
+        write_metaranges(metaranges, self.report)  # after ranges/: all their ranges are recorded
+        marked, marked_bytes = write_marked(garbage(classified), self.report)
+        expected = counts[reasons.GARBAGE]["objects"]
+        if marked != expected:
+            raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
+        return marked, marked_bytes
+
+    def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
+        """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""
+        refs, repo = self.refs, self.repo
+        if self.range_cache is None:
+            return committed_frames(
+                self.spark, connection=refs.connection, repository=repo.id,
+                storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
+                metarange_ids=metaranges, parallelism=self.parallelism,
+            )  # fmt: skip
+        range_ids, addresses, stats = committed_frames_cached(
+            self.spark, self.range_cache, connection=refs.connection, repository=repo.id,
+            storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
+            metarange_ids=metaranges, parallelism=self.parallelism,
+        )  # fmt: skip
+        self.stats["range_cache"] = stats
+        return range_ids, addresses
+
+    def _uncommitted(self, dump: StagedExport) -> DataFrame:
+        staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)
+        self.stats.update(
+            uncommitted_pages=dump.pages,
+            uncommitted_files=staged.files,
+            uncommitted_location_source=dump.location_source,
+        )
+        return staged.addresses
+
+    def _count_reasons(self, classified: DataFrame) -> tuple[dict[str, dict[str, int]], str]:
+        """Objects and bytes per reason, and the smallest ``data/<slice>`` seen (lakeFS's first_slice)."""
+        from pyspark.sql import functions as F
+
+        data_slice = F.when(F.col("address").startswith("data/"), F.split("address", "/").getItem(1))
+        rows = (
+            classified.groupBy("reason")
+            .agg(F.count("*").alias("n"), F.sum("size").alias("b"), F.min(data_slice).alias("s"))
+            .collect()
+        )
+        counts = {r: {"objects": 0, "bytes": 0} for r in reasons.REASONS}
+        for row in rows:
+            counts[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
+        self.stats["num_listed_objects"] = sum(c["objects"] for c in counts.values())  # candidates considered
+        self.stats["kept"] = {r: counts[r] for r in reasons.REASONS if r != reasons.GARBAGE}
+        return counts, min((row["s"] for row in rows if row["s"]), default="")
+
+    def _persist(self, df: DataFrame) -> DataFrame:
+        from pyspark import StorageLevel
+
+        persisted = df.persist(StorageLevel.MEMORY_AND_DISK)
+        self.persisted.append(persisted)
+        return persisted
+
+    def _summary(self, success: bool, marked: int, extra: dict[str, Any]) -> MarkSummary:
+        body: dict[str, Any] = {
+            "tool": "lakefs-gc",
+            "tool_version": __version__,
+            "repository": self.repo.id,
+            "storage_namespace": self.repo.storage_namespace,
+            "min_age_seconds": int(self.cutoff.min_age.total_seconds()),
+            "cutoff_reason": self.cutoff.reason,
+            **extra,
+            **self.stats,
+            "finish_time": self.clock().isoformat().replace("+00:00", "Z"),
+        }
+        return MarkSummary(
+            run_id=self.run_id,
+            success=success,
+            first_slice=self.first_slice,
+            start_time_ns=epoch_ns(self.start),
+            cutoff_time_ns=epoch_ns(self.cutoff.time),
+            num_deleted_objects=marked,
+            extra=body,
+        )
+
+    def fail(self, error: BaseException) -> None:
+        """Record the mark as failed (``success=false``), so that no sweep can ever follow it."""
+        summary = self._summary(False, 0, {"error": str(error) or type(error).__name__})
+        try:
+            write_summary(self.report, summary)
+        except Exception as e:  # the original error matters more; say both
+            _log.error("mark %s failed and its failure report could not be written: %s", self.run_id, e)
+        else:
+            self.say(f"{self.repo.id}: mark {self.run_id} FAILED; wrote success=false to {self.report}")
+
+    def _result(self, summary: MarkSummary) -> MarkResult:
+        return MarkResult(
+            repository=self.repo.id,
+            mark_id=self.run_id,
+            success=summary.success,
+            summary=json.loads(summary.to_json()),
+            report_location=str(self.report),
+            storage_namespace=self.repo.storage_namespace,
+        )

@@ -1,0 +1,22 @@
+"""The range cache: metarange and range contents kept by id between a service's marks.
+
+:mod:`.cache` is the driver side (generations, records, planning; its docstring has the layout
+and the guarantees), :mod:`.tasks` the executor side (reading ranges into cache parts, lookups).
+"""
+
+from lakefs_gc.spark.mark.range_cache.cache import (
+    Generation,
+    RangeCache,
+    committed_frames_cached,
+    plan_metaranges,
+)
+from lakefs_gc.spark.mark.range_cache.tasks import Part, RangeCacheError
+
+__all__ = [
+    "Generation",
+    "Part",
+    "RangeCache",
+    "RangeCacheError",
+    "committed_frames_cached",
+    "plan_metaranges",
+]

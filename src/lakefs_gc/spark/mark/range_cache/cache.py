@@ -1,0 +1,327 @@
+"""A cache of metarange and range contents by id, so that periodic marks read only what is new.
+
+lakeFS names metaranges and ranges by the hash of their contents (docs/formats/lakefs-ranges.md,
+"Ranges and metaranges"): what a metarange or a range holds never changes
+(:mod:`lakefs_gc.spark.sweep.revalidate` relies on the same).
+A service marking a repository every few minutes therefore keeps, between cycles, the range ids of
+each metarange and the normalised addresses of each range; a cycle then asks lakeFS only for the
+metaranges and ranges its new commits brought. The rest is read from local parquet on the
+executors: no lakeFS call, no SSTable parsing.
+
+Layout, in a directory the service owns (``<state>/range-cache/<repository>/``), which every
+executor must see (local mode, or a shared mount)::
+
+    metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
+    ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
+    _gen/<gen:08d>.json                            the generation record: every part in use
+
+A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the
+new ranges into new parts (each new range is read from lakeFS once), then the driver writes the
+next generation's record; the frames it returns read only parts that record lists. Ranges are
+spread over buckets (crc32 of the id, computed by Spark), so that a task finds the cached ranges
+of its own buckets without a join over every cached address, and addresses never pass through
+the driver. Executor tasks write their own parts (fresh names per attempt) and return a status
+row; the record (tmp + rename) is written only after the job succeeded, and only the newest
+record is used. Parts it does not list (a killed cycle, an attempt that lost, a rewrite's
+leftovers) are deleted when the next cycle opens the cache.
+
+Use::
+
+    cache = RangeCache.for_repository(state_dir, repository)
+    result = mark_run(spark, params, refs, range_cache=cache)
+    result.summary["range_cache"]  # metaranges_cached/_read, ranges_cached/_read/_evicted, generation
+
+Fail closed (docs/invariants.md, invariant 4): a record that cannot be read, a listed part that is missing,
+unreadable or holds another number of rows than recorded, and an id that the cache should hold
+but does not, all raise :class:`RangeCacheError` naming the file; never "nothing referenced".
+Deleting the directory between cycles is always safe: the next cycle rebuilds it.
+
+One cycle at a time per directory: a concurrent cycle's clean-up may delete parts another is
+reading; that one then fails (closed), it never marks wrongly.
+
+Bounded growth: a bucket is rewritten to the ranges the cycle needs when more than half of the
+ranges it holds are not needed any more, or when it has grown to ``MAX_BUCKET_PARTS`` parts;
+a bucket no needed range falls in is dropped. The metarange level likewise (parts holding no
+needed metarange are dropped; the rest is rewritten past half unneeded or ``MAX_METARANGE_PARTS``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc.errors import ConfigError
+from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.mark.range_cache.tasks import (
+    EVICT_FRACTION,
+    GEN_DIR,
+    META_DIR,
+    META_STATUS,
+    RANGE_DIR,
+    RANGE_STATUS,
+    Part,
+    RangeCacheError,
+    _MetarangeLookup,
+    _MetarangeWriter,
+    _RangeIngest,
+    _RangeLookup,
+    _Store,
+)
+from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
+from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.writes import replace_local_file
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_log = logging.getLogger(__name__)
+
+
+FORMAT = 1
+DEFAULT_BUCKETS = 256
+MAX_METARANGE_PARTS = 64
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one record lists; ``number`` 0 with no parts is the empty cache."""
+
+    number: int
+    repository: str
+    storage_namespace: str
+    buckets: int
+    metaranges: tuple[Part, ...] = ()
+    ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+
+    def files(self) -> set[str]:
+        return {p.file for p in self.metaranges} | {p.file for ps in self.ranges.values() for p in ps}
+
+    def to_json(self) -> str:
+        body = {
+            "format": FORMAT, "generation": self.number, "repository": self.repository,
+            "storage_namespace": self.storage_namespace, "buckets": self.buckets,
+            "metaranges": [{"file": p.file, "rows": p.rows, "ids": list(p.ids)} for p in self.metaranges],
+            "ranges": {
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges} for p in ps]
+                for b, ps in sorted(self.ranges.items())
+            },
+        }  # fmt: skip
+        return json.dumps(body, indent=1)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Generation:
+        metaranges = tuple(Part(m["file"], int(m["rows"]), ids=tuple(m["ids"])) for m in body["metaranges"])
+        ranges = {
+            int(b): tuple(Part(p["file"], int(p["rows"]), ranges=int(p["ranges"])) for p in ps)
+            for b, ps in body["ranges"].items()
+        }
+        return cls(
+            int(body["generation"]), str(body["repository"]), str(body["storage_namespace"]),
+            int(body["buckets"]), metaranges, ranges,
+        )  # fmt: skip
+
+
+class RangeCache:
+    """The cache directory of one repository (see the module docstring)."""
+
+    def __init__(self, root: Path | str, *, buckets: int = DEFAULT_BUCKETS) -> None:
+        if buckets < 1:
+            raise ConfigError(f"a range cache needs at least one bucket, not {buckets}")
+        self.root = Path(root)
+        self.buckets = buckets  # for a new cache; an existing one keeps its own
+
+    @classmethod
+    def for_repository(
+        cls, state_dir: Path | str, repository: str, *, buckets: int = DEFAULT_BUCKETS
+    ) -> RangeCache:
+        return cls(Path(state_dir) / "range-cache" / repository, buckets=buckets)
+
+    def hint(self) -> str:
+        return f"delete the range cache directory {self.root} to rebuild it"
+
+    def store(self) -> _Store:
+        return _Store(str(self.root), self.hint())
+
+    def open(self, repository: str, storage_namespace: str) -> Generation:
+        """The newest generation, after deleting every file it does not list; a part it lists
+        that is missing raises. A record of another repository, namespace or format is dropped."""
+        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        number, current = self._latest()
+        owner = (repository, storage_namespace)
+        if current is not None and (current.repository, current.storage_namespace) != owner:
+            _log.warning("range cache %s is of %s: starting afresh", self.root, current.storage_namespace)
+            current = None
+        keep = current.files() | {self._record(number)} if current is not None else set()
+        self._clean(keep)
+        current = current or Generation(number, repository, storage_namespace, self.buckets)
+        for name in sorted(current.files()):
+            if not (self.root / name).is_file():
+                raise RangeCacheError(
+                    f"range cache part {self.root / name} is missing (listed by "
+                    f"{self.root / self._record(number)}); {self.hint()}"
+                )
+        return current
+
+    def commit(self, generation: Generation) -> None:
+        """Write the record of ``generation`` atomically, after all of its parts were written."""
+        replace_local_file(self.root / self._record(generation.number), generation.to_json().encode("utf-8"))
+
+    def _latest(self) -> tuple[int, Generation | None]:
+        """The newest record's number, and its generation (None: none, or of another format)."""
+        records = sorted(p for p in (self.root / GEN_DIR).glob("*.json") if p.stem.isdigit())
+        if not records:
+            return 0, None
+        path = records[-1]
+        try:
+            body = json.loads(path.read_text(encoding="utf-8"))
+            generation = Generation.from_json(body) if body.get("format") == FORMAT else None
+        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+            raise RangeCacheError(f"range cache record {path} cannot be read: {e}; {self.hint()}") from e
+        if generation is not None and generation.number != int(path.stem):
+            raise RangeCacheError(
+                f"range cache record {path} says generation {generation.number}; {self.hint()}"
+            )
+        return int(path.stem), generation
+
+    def _clean(self, keep: set[str]) -> None:
+        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+            for path in (self.root / sub).iterdir():
+                if path.relative_to(self.root).as_posix() not in keep and path.is_file():
+                    path.unlink(missing_ok=True)
+
+    @staticmethod
+    def _record(number: int) -> str:
+        return f"{GEN_DIR}/{number:08d}.json"
+
+
+def committed_frames_cached(
+    spark: SparkSession,
+    cache: RangeCache,
+    *,
+    connection: LakeFSConnection,
+    repository: str,
+    storage_namespace: str,
+    namespace: StorageLocation,
+    options: StorageOptions,
+    metarange_ids: Sequence[str],
+    parallelism: int,
+) -> tuple[DataFrame, DataFrame, dict[str, int]]:
+    """:func:`lakefs_gc.spark.mark.references.committed_frames` through ``cache``, plus its stats.
+
+    Two jobs run here: one reads the new metaranges into the cache, one reads the new ranges
+    into it; the new generation's record is then written. The returned frames read only the
+    cache (lazily: its parts stay until the next cycle opens the cache).
+    """
+    reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
+    current = cache.open(repository, storage_namespace)
+    needed = list(dict.fromkeys(metarange_ids))
+    metaranges, stats = _update_metaranges(spark, cache, reader, current, needed, parallelism)
+    range_ids = _range_ids(spark, cache, metaranges, needed, parallelism)
+    bucketed = _bucketed(range_ids, current.buckets, parallelism)
+    ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
+    stats.update(range_stats)
+    generation = Generation(
+        current.number + 1, repository, storage_namespace, current.buckets, metaranges, ranges
+    )
+    if metaranges != current.metaranges or dict(ranges) != dict(current.ranges):
+        cache.commit(generation)
+    else:
+        generation = current
+    stats["generation"] = generation.number
+    _log.info("%s: range cache %s: %s", repository, cache.root, stats)
+    addresses = bucketed.mapInArrow(
+        on_executor(_RangeLookup(cache.store(), generation.ranges)), ADDRESS_SCHEMA
+    )
+    return range_ids, addresses, stats
+
+
+def plan_metaranges(
+    listed: Sequence[Part], needed: Sequence[str]
+) -> tuple[list[tuple[str, str | None]], tuple[Part, ...]]:
+    """The work of a cycle on the metarange level: ``(metarange id, part to copy it from or None
+    to read it from lakeFS)`` items, and the listed parts kept as they are."""
+    wanted = set(needed)
+    where = {m: p.file for p in reversed(listed) for m in p.ids}
+    kept = tuple(p for p in listed if wanted.intersection(p.ids))
+    held = sum(len(p.ids) for p in kept)
+    hits = [m for m in needed if m in where]
+    items: list[tuple[str, str | None]] = [(m, None) for m in needed if m not in where]
+    if held - len(hits) > EVICT_FRACTION * held or len(kept) > MAX_METARANGE_PARTS:
+        return items + [(m, where[m]) for m in hits], ()
+    return items, kept
+
+
+def _update_metaranges(
+    spark: SparkSession,
+    cache: RangeCache,
+    reader: MetadataReader,
+    current: Generation,
+    needed: list[str],
+    parallelism: int,
+) -> tuple[tuple[Part, ...], dict[str, int]]:
+    items, kept = plan_metaranges(current.metaranges, needed)
+    read = sum(1 for _, source in items if source is None)
+    parts: list[Part] = []
+    if items:
+        tasks = spark.createDataFrame(items, "id string, source string")
+        tasks = tasks.repartition(max(1, min(parallelism, len(items))))
+        listed = {p.file: p for p in current.metaranges}
+        writer = _MetarangeWriter(cache.store(), reader, current.number + 1, listed)
+        for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
+            parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
+    stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
+    return kept + tuple(parts), stats
+
+
+def _range_ids(
+    spark: SparkSession, cache: RangeCache, parts: tuple[Part, ...], needed: list[str], parallelism: int
+) -> DataFrame:
+    """The distinct range ids (column ``id``) of ``needed``, read from the cache parts."""
+    where = {m: p.file for p in reversed(parts) for m in p.ids}
+    missing = [m for m in needed if m not in where]
+    if missing:  # the metarange job wrote them all, or failed
+        raise RangeCacheError(f"range cache {cache.root} lacks metarange {missing[0]} it has just read")
+    by_file: dict[str, list[str]] = defaultdict(list)
+    for m in needed:
+        by_file[where[m]].append(m)
+    tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
+    tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
+    lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts})
+    return tasks.mapInArrow(on_executor(lookup), "id string").distinct()
+
+
+def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
+    """``range_ids`` with its ``bucket``, every bucket in one partition."""
+    from pyspark.sql import functions as F
+
+    bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
+    return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")
+
+
+def _update_ranges(
+    cache: RangeCache, reader: MetadataReader, current: Generation, bucketed: DataFrame
+) -> tuple[dict[int, tuple[Part, ...]], dict[str, int]]:
+    ingest = _RangeIngest(cache.store(), reader, current.number + 1, current.ranges)
+    statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
+    ranges: dict[int, tuple[Part, ...]] = {}
+    if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
+        raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")
+    for s in statuses:
+        parts = [] if s["replaced"] else list(current.ranges.get(s["bucket"], ()))
+        if s["file"] is not None:
+            parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"])))
+        if parts:
+            ranges[int(s["bucket"])] = tuple(parts)
+    needed, read = sum(int(s["needed"]) for s in statuses), sum(int(s["read"]) for s in statuses)
+    before = sum(p.ranges for ps in current.ranges.values() for p in ps)
+    after = sum(p.ranges for ps in ranges.values() for p in ps)
+    stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
+    return ranges, stats

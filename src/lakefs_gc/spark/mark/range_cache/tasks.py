@@ -1,0 +1,277 @@
+"""The range cache's executor side: tasks that read lakeFS ranges into cache parts and look them up.
+
+Split from :mod:`lakefs_gc.spark.mark.range_cache.cache` (the driver side: generations, records, planning),
+whose docstring explains the layout and the guarantees. Everything here is pickled to the
+executors, so it holds paths and settings, never clients.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections import defaultdict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from lakefs_gc.errors import GcError
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
+from lakefs_gc.storage.filesystems import filesystem_for
+
+META_DIR, RANGE_DIR, GEN_DIR = "metaranges", "ranges", "_gen"
+#: a bucket or the metarange level is rewritten to what a cycle needs past this fraction unneeded
+EVICT_FRACTION = 0.5
+MAX_BUCKET_PARTS = 8
+META_SCHEMA = pa.schema([("metarange_id", pa.string()), ("range_id", pa.string())])
+RANGE_SCHEMA = pa.schema([("range_id", pa.string()), ("address", pa.string())])
+META_STATUS = "file string, rows long, ids array<string>, read long"
+RANGE_STATUS = (
+    "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long"
+)
+_RANGE_STATUS_ARROW = pa.schema([
+    ("bucket", pa.int32()), ("needed", pa.int64()), ("read", pa.int64()), ("held", pa.int64()),
+    ("replaced", pa.bool_()), ("file", pa.string()), ("rows", pa.int64()), ("ranges", pa.int64()),
+])  # fmt: skip
+_BATCH = 65_536
+
+
+class RangeCacheError(GcError):
+    """The range cache cannot answer safely; the mark must fail (delete the cache to rebuild it)."""
+
+
+@dataclass(frozen=True)
+class Part:
+    """One parquet file of the cache: its path under the root, its rows, and what it holds."""
+
+    file: str
+    rows: int
+    ids: tuple[str, ...] = ()  # metarange parts: the metarange ids it holds
+    ranges: int = 0  # range parts: how many range ids it holds
+
+
+@dataclass(frozen=True)
+class _Store:
+    """The cache directory as the executor tasks see it (pickled with them)."""
+
+    root: str
+    hint: str
+
+    def scan(
+        self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str]
+    ) -> Iterator[pa.RecordBatch]:
+        """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
+        found there to ``found``. Anything unexpected about the file raises, naming it."""
+        path = os.path.join(self.root, part.file)
+        values = pa.array(sorted(wanted), pa.string()) if wanted is not None else None
+        try:
+            with pq.ParquetFile(path) as parquet:
+                if parquet.metadata.num_rows != part.rows:
+                    raise RangeCacheError(
+                        f"range cache part {path} holds {parquet.metadata.num_rows} rows, "
+                        f"its record says {part.rows}; {self.hint}"
+                    )
+                for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH):
+                    if values is not None:
+                        batch = batch.filter(pc.is_in(batch.column(0), value_set=values))
+                    found.update(pc.unique(batch.column(0)).to_pylist())
+                    yield batch
+        except (OSError, ValueError, KeyError, pa.ArrowException) as e:
+            raise RangeCacheError(f"range cache part {path} cannot be read: {e}; {self.hint}") from e
+
+    def require(self, wanted: set[str], found: set[str], where: str) -> None:
+        """Fail closed when the cache lacks an id it should hold."""
+        missing = wanted - found
+        if missing:
+            raise RangeCacheError(
+                f"range cache {where} of {self.root} lacks {len(missing)} of the ids its record says "
+                f"it holds (e.g. {min(missing)}); {self.hint}"
+            )
+
+
+class _PartWriter:
+    """Rows into a new part; a fresh name per task attempt, so no attempt overwrites a listed part."""
+
+    def __init__(self, store: _Store, prefix: str, schema: pa.Schema) -> None:
+        self.file = f"{prefix}-{uuid.uuid4().hex}.parquet"
+        self.path, self.schema = os.path.join(store.root, self.file), schema
+        self.rows = 0
+        self.pending: list[tuple[str, str | None]] = []
+        self.writer: pq.ParquetWriter | None = None
+
+    def add(self, key: str, value: str | None) -> None:
+        self.pending.append((key, value))
+        if len(self.pending) >= _BATCH:
+            self._flush()
+
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        self._flush()
+        self._write(pa.RecordBatch.from_arrays(batch.columns, schema=self.schema))
+
+    def close(self) -> Part | None:
+        """The part written (complete: listed only from here on), or None when no row was added."""
+        self._flush()
+        if self.writer is None:
+            return None
+        self.writer.close()
+        return Part(self.file, self.rows)
+
+    def _flush(self) -> None:
+        if self.pending:
+            keys, values = zip(*self.pending, strict=True)
+            self.pending = []
+            columns = [pa.array(keys, pa.string()), pa.array(values, pa.string())]
+            self._write(pa.RecordBatch.from_arrays(columns, schema=self.schema))
+
+    def _write(self, batch: pa.RecordBatch) -> None:
+        if batch.num_rows == 0:
+            return
+        if self.writer is None:
+            self.writer = pq.ParquetWriter(self.path, self.schema)
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+
+
+def _session(reader: MetadataReader) -> tuple[Any, LakeFSClient]:
+    fs, _ = filesystem_for(reader.namespace, reader.options)
+    return fs, LakeFSClient(reader.connection, source=RANGE_READER_SOURCE)
+
+
+def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
+    for batch in batches:
+        yield from batch.to_pylist()
+
+
+def _by_bucket(batches: Iterator[pa.RecordBatch]) -> dict[int, set[str]]:
+    needed: dict[int, set[str]] = defaultdict(set)
+    for row in _rows(batches):
+        needed[row["bucket"]].add(row["id"])
+    return needed
+
+
+@dataclass(frozen=True)
+class _MetarangeWriter:
+    """Writes a task's metaranges (read from lakeFS, or copied from a listed part) as one part."""
+
+    store: _Store
+    reader: MetadataReader
+    gen: int
+    listed: Mapping[str, Part]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        items = [(r["id"], r["source"]) for r in _rows(batches)]
+        if not items:
+            return
+        writer = _PartWriter(self.store, f"{META_DIR}/part-{self.gen:08d}", META_SCHEMA)
+        copies: dict[str, set[str]] = defaultdict(set)
+        fs, client = _session(self.reader)
+        with client:
+            for metarange_id, source in items:
+                if source is None:
+                    range_ids: list[str | None] = [*self.reader.read_metarange(client, fs, metarange_id)]
+                    for range_id in range_ids or [None]:  # an empty metarange is held too
+                        writer.add(metarange_id, range_id)
+                else:
+                    copies[source].add(metarange_id)
+        for source, ids in copies.items():
+            found: set[str] = set()
+            for batch in self.store.scan(self.listed[source], META_SCHEMA.names, ids, found):
+                writer.add_batch(batch)
+            self.store.require(ids, found, source)
+        part = writer.close()
+        assert part is not None  # every metarange wrote a row at least
+        read = sum(1 for _, source in items if source is None)
+        yield pa.RecordBatch.from_pydict(
+            {"file": [part.file], "rows": [part.rows], "ids": [[m for m, _ in items]], "read": [read]}
+        )
+
+
+@dataclass(frozen=True)
+class _MetarangeLookup:
+    """The range ids of the needed metaranges, from the parts the record says hold them."""
+
+    store: _Store
+    listed: Mapping[str, Part]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for row in _rows(batches):
+            wanted, found = set(row["ids"]), set[str]()
+            for batch in self.store.scan(self.listed[row["file"]], META_SCHEMA.names, wanted, found):
+                ids = batch.column(1).drop_null()
+                if len(ids):
+                    yield pa.RecordBatch.from_arrays([ids], names=["id"])
+            self.store.require(wanted, found, row["file"])
+
+
+@dataclass(frozen=True)
+class _RangeIngest:
+    """Per bucket of the task: reads the ranges the cache does not hold into a new part (with the
+    bucket's needed cached ranges when it is due for a rewrite); one status row per bucket."""
+
+    store: _Store
+    reader: MetadataReader
+    gen: int
+    listed: Mapping[int, tuple[Part, ...]]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        needed = _by_bucket(batches)
+        if not needed:
+            return
+        fs, client = _session(self.reader)
+        with client:
+            for bucket, ids in sorted(needed.items()):
+                yield self._bucket(client, fs, bucket, ids)
+
+    def _bucket(self, client: LakeFSClient, fs: Any, bucket: int, ids: set[str]) -> pa.RecordBatch:
+        parts = self.listed.get(bucket, ())
+        held: set[str] = set()
+        for part in parts:
+            for _ in self.store.scan(part, ["range_id"], None, held):
+                pass
+        keep, new = ids & held, sorted(ids - held)
+        unneeded = len(held) - len(keep)
+        rewrite = bool(parts) and (unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS)
+        writer = _PartWriter(self.store, f"{RANGE_DIR}/part-{self.gen:08d}-b{bucket:05d}", RANGE_SCHEMA)
+        if rewrite:
+            copied: set[str] = set()
+            for part in parts:
+                for batch in self.store.scan(part, RANGE_SCHEMA.names, keep, copied):
+                    writer.add_batch(batch)
+            self.store.require(keep, copied, f"bucket {bucket}")
+        for range_id in new:
+            empty = True
+            for address in self.reader.read_range(client, fs, range_id):
+                writer.add(range_id, address)
+                empty = False
+            if empty:  # an empty range is held too
+                writer.add(range_id, None)
+        written = writer.close()
+        status = {
+            "bucket": bucket, "needed": len(ids), "read": len(new), "held": len(held), "replaced": rewrite,
+            "file": written.file if written else None, "rows": written.rows if written else 0,
+            "ranges": len(new) + (len(keep) if rewrite else 0),
+        }  # fmt: skip
+        return pa.RecordBatch.from_pylist([status], schema=_RANGE_STATUS_ARROW)
+
+
+@dataclass(frozen=True)
+class _RangeLookup:
+    """The addresses of the needed ranges, from the parts of their buckets; a needed range the
+    cache does not hold raises (:class:`_RangeIngest` has just put every one there)."""
+
+    store: _Store
+    listed: Mapping[int, tuple[Part, ...]]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for bucket, ids in sorted(_by_bucket(batches).items()):
+            found: set[str] = set()
+            for part in self.listed.get(bucket, ()):
+                for batch in self.store.scan(part, RANGE_SCHEMA.names, ids, found):
+                    addresses = batch.column(1).drop_null()
+                    if len(addresses):
+                        yield pa.RecordBatch.from_arrays([addresses], names=["address"])
+            self.store.require(ids, found, f"bucket {bucket}")

@@ -1,0 +1,212 @@
+"""What is referenced, as DataFrames of namespace-relative ``address``: committed and staged.
+
+* Committed: the active commits' metaranges are read on the executors (one lakeFS
+  ``getMetaRange`` call and one file read each), their range ids de-duplicated by Spark, and each
+  distinct range read once, also on the executors (``getRange`` resolves its location there, so
+  the driver never makes one call per range). Addresses are normalised as lakeFS does
+  (docs/formats/lakefs-ranges.md, "Committed addresses").
+* Uncommitted: the parquet parts of lakeFS's dump, one task per part file.
+
+Any failure (lakeFS error, missing or corrupt file) fails the task, hence the Spark job, hence the
+mark: a reference that cannot be read is never read as "not referenced" (docs/invariants.md,
+invariant 4).
+
+:class:`LakeFSRefs` is the mark's (and the revalidation's) view of lakeFS: the API on the driver,
+and what the executors need to open their own client.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import TYPE_CHECKING
+
+import pyarrow as pa
+
+from lakefs_gc.gc.ports import RefsReader, StagedExport
+from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.lakefs.exports import (
+    ActiveCommits,
+    read_commits_csv,
+    read_uncommitted_file,
+    uncommitted_files,
+)
+from lakefs_gc.lakefs.ranges import (
+    committed_addresses_of_range,
+    metadata_location,
+    open_sstable,
+    range_ids_of_metarange,
+)
+from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+from lakefs_gc.storage.locations import StorageLocation, parse_location
+
+if TYPE_CHECKING:
+    import pyarrow.fs as pafs
+    from pyspark.sql import DataFrame, SparkSession
+
+ADDRESS_SCHEMA = "address string"
+RANGE_READER_SOURCE = "range-reader"
+_BATCH = 65_536
+
+
+@dataclass(frozen=True)
+class LakeFSRefs:
+    """lakeFS as a mark reads it: ``api`` answers on the driver (one client per command, built at
+    the edge); ``connection`` is what each executor task opens its own client with (clients are
+    never pickled); ``storage`` reaches the namespace, where lakeFS writes its exports and ranges
+    and the mark its report."""
+
+    api: RefsReader
+    connection: LakeFSConnection
+    storage: StorageOptions
+
+
+def committed_frames(
+    spark: SparkSession,
+    *,
+    connection: LakeFSConnection,
+    repository: str,
+    storage_namespace: str,
+    namespace: StorageLocation,
+    options: StorageOptions,
+    metarange_ids: Sequence[str],
+    parallelism: int,
+) -> tuple[DataFrame, DataFrame]:
+    """``(range_ids, addresses)``: distinct range ids of the metaranges, and their addresses."""
+    reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
+    range_ids = range_ids_frame(spark, reader, metarange_ids, parallelism=parallelism)
+    return range_ids, range_addresses(reader, range_ids, parallelism=parallelism)
+
+
+def range_ids_frame(
+    spark: SparkSession, reader: MetadataReader, metarange_ids: Sequence[str], *, parallelism: int
+) -> DataFrame:
+    """The distinct range ids (column ``id``) of the metaranges, each metarange read by one task."""
+    metaranges = spark.createDataFrame([(m,) for m in metarange_ids], "id string")
+    metaranges = metaranges.repartition(max(1, min(parallelism, len(metarange_ids))))
+    return metaranges.mapInArrow(on_executor(reader.range_ids), "id string").distinct()
+
+
+def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+    """The addresses (``ADDRESS_SCHEMA``) of the ranges ``range_ids`` (column ``id``) lists."""
+    return range_ids.repartition(parallelism).mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
+
+
+class MetadataReader:
+    """Per-partition bodies reading metaranges and ranges (pickled to the executors), for
+    :func:`range_ids_frame` and :func:`range_addresses`."""
+
+    def __init__(
+        self,
+        connection: LakeFSConnection,
+        repository: str,
+        storage_namespace: str,
+        namespace: StorageLocation,
+        options: StorageOptions,
+    ) -> None:
+        self.connection = connection
+        self.repository = repository
+        self.storage_namespace = storage_namespace
+        self.namespace = namespace
+        self.options = options
+
+    def range_ids(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
+            for batch in batches:
+                for metarange_id in batch.column("id").to_pylist():
+                    ids = self.read_metarange(client, fs, metarange_id)
+                    if ids:
+                        yield pa.RecordBatch.from_pydict({"id": ids})
+
+    def addresses(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
+            for batch in batches:
+                for range_id in batch.column("id").to_pylist():
+                    pending: list[str] = []
+                    for address in self.read_range(client, fs, range_id):
+                        pending.append(address)
+                        if len(pending) >= _BATCH:
+                            yield pa.RecordBatch.from_pydict({"address": pending})
+                            pending = []
+                    if pending:
+                        yield pa.RecordBatch.from_pydict({"address": pending})
+
+    def read_metarange(self, client: RefsReader, fs: pafs.FileSystem, metarange_id: str) -> list[str]:
+        """The range ids of one metarange (one lakeFS call, one file read)."""
+        location = self._resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            return list(range_ids_of_metarange(table))
+
+    def read_range(self, client: RefsReader, fs: pafs.FileSystem, range_id: str) -> Iterator[str]:
+        """The normalised committed addresses of one range (one lakeFS call, one file read)."""
+        location = self._resolve(range_id, client.range_location(self.repository, range_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            yield from committed_addresses_of_range(table, self.storage_namespace)
+
+    def _resolve(self, object_id: str, api_location: str) -> StorageLocation:
+        return metadata_location(
+            self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
+        )
+
+
+def read_active_commits(
+    client: RefsReader, repository: str, *, options: StorageOptions, timeout: timedelta
+) -> ActiveCommits:
+    """Ask lakeFS for the active commits and read its CSV (after the uncommitted dump:
+    docs/formats/lakefs-gc-api.md, "Order of the calls")."""
+    export = client.prepare_commits(repository, timeout=timeout.total_seconds())
+    location = parse_location(export.location, local_root=options.local_root)
+    fs, path = filesystem_for(location, options)
+    return read_commits_csv(fs, path)
+
+
+@dataclass(frozen=True)
+class StagedReferences:
+    """The staged addresses of an uncommitted dump, and how many part files they came from."""
+
+    addresses: DataFrame
+    files: int
+
+
+def dump_frame(
+    spark: SparkSession, dump: StagedExport, *, options: StorageOptions, parallelism: int
+) -> StagedReferences:
+    """The staged addresses of a completed dump; a dump that reported data but left none fails."""
+    location = parse_location(dump.location, local_root=options.local_root)
+    fs, path = filesystem_for(location, options)
+    files = uncommitted_files(fs, path, required=dump.data_expected)
+    frame = uncommitted_frame(spark, location=location, files=files, options=options, parallelism=parallelism)
+    return StagedReferences(frame, len(files))
+
+
+def uncommitted_frame(
+    spark: SparkSession,
+    *,
+    location: StorageLocation,
+    files: Sequence[str],
+    options: StorageOptions,
+    parallelism: int,
+) -> DataFrame:
+    """Staged addresses from the dump's part files (paths inside ``location``'s filesystem)."""
+    tasks = spark.createDataFrame([(f,) for f in files], "path string")
+    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    return tasks.mapInArrow(on_executor(_UncommittedReader(location, options)), ADDRESS_SCHEMA)
+
+
+class _UncommittedReader:
+    def __init__(self, location: StorageLocation, options: StorageOptions) -> None:
+        self.location = location
+        self.options = options
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.location, self.options)
+        for batch in batches:
+            for path in batch.column("path").to_pylist():
+                column = read_uncommitted_file(fs, path)
+                for chunk in column.chunks:
+                    yield pa.RecordBatch.from_arrays([chunk], names=["address"])

@@ -1,0 +1,131 @@
+"""Building the Spark session every lakefs-gc job runs in.
+
+One place decides the JVM (Java 17+, falling back to the bundled JDK), the Python the
+executors run (``sys.executable``, or workers may pick an interpreter without our packages),
+the defaults a GC job wants (UI off in tests, few shuffle partitions locally, Arrow on) and how
+much Spark says: warnings and errors only (``log4j2.properties`` beside this module and
+``spark.log.level=WARN``, both overridable), so the tool's progress is not buried.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Iterator, Mapping, MutableMapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from lakefs_gc.spark.runtime.java import ensure_java
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: what a GC job wants regardless of cluster
+DEFAULTS: dict[str, str] = {
+    "spark.sql.execution.arrow.pyspark.enabled": "true",
+    # Spark 4.3 defaults this to 64 MiB, which makes the JVM size the Arrow batch after every row
+    # (25% of its CPU in bench/inventory.py); batches stay bounded by maxRecordsPerBatch.
+    "spark.sql.execution.arrow.maxBytesPerBatch": "2147483647",
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",  # our commands print their own progress on stderr
+    # spark-submit's driver logs at INFO (~9,000 lines a batch run): warnings are what matters
+    "spark.log.level": "WARN",
+}
+#: the driver's log4j2 configuration when lakefs-gc launches the JVM itself (not under spark-submit)
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+#: errors only: the demos, whose output is a story for a person to follow
+QUIET = Path(__file__).with_name("log4j2-quiet.properties")
+#: the JVM's start-up line for Spark's --add-modules=jdk.incubator.vector: noise to a user
+_JVM_NOISE = (b"WARNING: Using incubator modules",)
+#: on a laptop or CI runner: no UI port, few partitions (2 cores), fast start-up
+LOCAL_DEFAULTS: dict[str, str] = {
+    "spark.ui.enabled": "false",
+    "spark.sql.shuffle.partitions": "4",
+    "spark.default.parallelism": "4",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.driver.host": "127.0.0.1",
+}
+
+
+def build_session(
+    app_name: str,
+    *,
+    environ: MutableMapping[str, str],
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    log_config: Path = LOG4J2,
+) -> SparkSession:
+    """Create (or reuse) the process's Spark session.
+
+    ``environ`` is the environment the JVM is launched with (normally ``os.environ``).
+    ``master`` defaults to what spark-submit configured when launched by it, else ``local[2]``.
+    ``log_config``: the driver's log4j2 file when this process launches the JVM (a
+    ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions`` wins).
+    """
+    ensure_java(environ)
+    environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.appName(app_name)
+    settings = dict(DEFAULTS)
+    under_spark_submit = "PYSPARK_GATEWAY_PORT" in environ
+    if master or not under_spark_submit:
+        master = master or "local[2]"
+        builder = builder.master(master)
+    if master and master.startswith("local"):
+        settings.update(LOCAL_DEFAULTS)
+    settings.update(conf or {})
+    if not under_spark_submit:
+        settings["spark.driver.extraJavaOptions"] = _with_log_config(
+            settings.get("spark.driver.extraJavaOptions", ""), log_config
+        )
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    if under_spark_submit:
+        return builder.getOrCreate()
+    with _jvm_stderr_filtered():
+        return builder.getOrCreate()
+
+
+def _with_log_config(java_options: str, log_config: Path) -> str:
+    if "log4j2.configurationFile" in java_options or "log4j.configurationFile" in java_options:
+        return java_options
+    return f"{java_options} -Dlog4j2.configurationFile={log_config.as_uri()}".strip()
+
+
+@contextlib.contextmanager
+def _jvm_stderr_filtered() -> Iterator[None]:
+    """Launch the JVM with a stderr that drops its start-up noise and forwards everything else.
+
+    The JVM inherits file descriptor 2 when PySpark starts it; for that moment fd 2 is a pipe,
+    and a daemon thread copies its lines to the real stderr except :data:`_JVM_NOISE`. Python's
+    own fd 2 is restored at once; the JVM (and the Python workers it starts) keep the pipe.
+    """
+    try:
+        read_fd, write_fd = os.pipe()
+        real = os.dup(2)
+    except OSError:  # no fd 2 to speak of (a daemon): nothing to filter
+        yield
+        return
+    sys.stderr.flush()
+    os.dup2(write_fd, 2)
+    os.close(write_fd)
+    threading.Thread(target=_forward, args=(read_fd, real), name="lakefs-gc-jvm-stderr", daemon=True).start()
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(real, 2)
+
+
+def _forward(read_fd: int, out_fd: int) -> None:
+    """Copy lines from ``read_fd`` to ``out_fd`` until the JVM closes it; never stop draining."""
+    with os.fdopen(read_fd, "rb") as pipe:
+        for line in iter(pipe.readline, b""):
+            if line.startswith(_JVM_NOISE):
+                continue
+            with contextlib.suppress(OSError):
+                os.write(out_fd, line)

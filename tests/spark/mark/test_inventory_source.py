@@ -1,0 +1,70 @@
+"""An inventory delivery read on Spark as a repository's listing (both flavours)."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+import pytest
+from pyspark.sql import SparkSession
+
+from lakefs_gc.inventory import azure, s3
+from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
+from lakefs_gc.inventory.mapping import NamespaceRoute
+from lakefs_gc.spark.mark.sources.inventory import inventory_objects
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+
+SNAPSHOT = datetime(2026, 11, 20, 6, 0, tzinfo=timezone.utc)
+OLD = datetime(2026, 10, 1, tzinfo=timezone.utc)
+KEYS = {
+    "repos/a/data/s1/x": True,
+    "repos/a/data/s1/with space+plus%20#hash ü": True,
+    "repos/a/data/!ab/c/s2/deep": True,
+    "repos/a/00112233445566778899aabbccddeeff": True,
+    "repos/a/_lakefs/0f1e": False,  # metadata
+    "repos/a/data/loose": False,  # directly under data/
+    "repos/b/data/s1/x": False,  # another repository
+}
+
+
+def rows(container: str) -> pa.Table:
+    keys = list(KEYS)
+    n = len(keys)
+    stamps = [OLD + timedelta(minutes=i) for i in range(n)]
+    return pa.table(
+        {
+            "bucket": [container] * n,
+            "key": keys,
+            "size": list(range(n)),
+            "last_modified": stamps,
+            "etag": ["e"] * n,
+        },
+        schema=INVENTORY_SCHEMA,
+    )
+
+
+@pytest.mark.parametrize("flavour", ["s3-csv", "s3-parquet", "s3-orc", "azure-csv", "azure-parquet"])
+def test_delivery_as_listing(spark: SparkSession, tmp_path: Path, flavour: str) -> None:
+    kind, fmt = flavour.split("-")
+    fs = pafs.LocalFileSystem()
+    dest = str(tmp_path / "inventory")
+    if kind == "s3":
+        s3.write_delivery(fs, dest, "bkt", "daily", SNAPSHOT, rows("bkt"), format=fmt, rows_per_file=3)  # type: ignore[arg-type]
+        found = s3.discover(fs, dest)
+    else:
+        azure.write_delivery(fs, dest, "daily", SNAPSHOT, rows("bkt"), format=fmt, rows_per_file=3)  # type: ignore[arg-type]
+        found = azure.discover(fs, dest)
+    assert not found.rejected and not found.pending
+    (delivery,) = found.complete
+    assert len(delivery.files) == 3 and delivery.snapshot_time == SNAPSHOT
+
+    route = NamespaceRoute.of("a", parse_storage_namespace("s3://bkt/repos/a"))
+    listed = inventory_objects(
+        spark, delivery, inventory=parse_location(dest), route=route, options=StorageOptions(), parallelism=2
+    ).collect()
+    expected = {k.removeprefix("repos/a/") for k, keep in KEYS.items() if keep}
+    assert {r["address"] for r in listed} == expected
+    assert min(r["last_modified"] for r in listed) >= OLD.replace(tzinfo=None)  # Spark hands back naive UTC

@@ -1,0 +1,271 @@
+"""The range cache: a cached mark marks exactly what an uncached one marks, reads from lakeFS only
+the metaranges and ranges it has not seen, and fails closed when the cache is damaged."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from lakefs_gc import jobs
+from lakefs_gc.settings import GcSettings
+from lakefs_gc.spark.mark.job import MarkResult
+from lakefs_gc.spark.mark.range_cache import Generation, Part, RangeCache, RangeCacheError, plan_metaranges
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.testing.context import ServerSettings
+from lakefs_gc.testing.faults import Fault
+from lakefs_gc.testing.trees import RangeSplit
+from tests.support.gc_env import GcEnv, gc_env
+from tests.support.jobs import mark as jobs_mark
+from tests.testing.unified_gc import DAY, build_unified_gc
+
+pytestmark = pytest.mark.usefixtures("spark")
+
+REPO = "unified"
+RANGE = r"/metadata/range/[^/]+$"
+META_RANGE = r"/metadata/meta_range/[^/]+$"
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[GcEnv]:
+    """lakeFS's TestUnifiedGC history plus a few commits, in ranges of two entries (many ranges)."""
+    small_ranges = ServerSettings(range_split=RangeSplit(min_entries=2, max_entries=2))
+    for env in gc_env(tmp_path, StorageOptions(), ("local",), [], small_ranges):
+        build_unified_gc(env.lakefs, REPO, f"local://{REPO}")
+        env.lakefs.branch(REPO, "wide", "main")
+        grow(env, "wide", "w1", 7)
+        grow(env, "wide", "w2", 5)
+        yield env
+
+
+def grow(env: GcEnv, branch: str, tag: str, files: int) -> None:
+    for i in range(files):
+        env.lakefs.upload(REPO, branch, f"{tag}/f{i}", f"{tag}-{i}".encode())
+    env.lakefs.commit(REPO, branch, f"add {tag}")
+
+
+def settings(env: GcEnv) -> GcSettings:
+    info = env.server.connection_info()
+    return GcSettings.model_validate(
+        {
+            "lakefs": {k: info[k] for k in ("endpoint", "access_key_id", "secret_access_key")},
+            "storage": {"local_root": str(env.storage_root)},
+            "gc": {"unsafe_min_age": "0s"},
+            "spark": {"parallelism": 2},
+        }
+    )
+
+
+def mark(spark: SparkSession, env: GcEnv, cache: RangeCache | None) -> tuple[MarkResult, set[str]]:
+    s = settings(env)
+    result = jobs_mark(spark, s, REPO, range_cache=cache)
+    assert result.success
+    marked = jobs.report_table(s, result.storage_namespace, result.mark_id, "deleted")
+    return result, set(marked.column("address").to_pylist())
+
+
+def reports(env: GcEnv) -> Path:
+    return env.storage_root / REPO / "_lakefs/retention/gc" / REPO
+
+
+def recorded(env: GcEnv, result: MarkResult, name: str, column: str) -> set[str]:
+    """The ids a mark recorded in its report's ``ranges/`` or ``metaranges/``."""
+    files = (reports(env) / result.mark_id / name).glob("*.parquet")
+    return {i for f in files for i in pq.read_table(f, columns=[column]).column(0).to_pylist()}
+
+
+def counting(env: GcEnv) -> tuple[Fault, Fault]:
+    """Faults that only count getMetaRange and getRange calls (a zero delay)."""
+    faults = env.server.faults
+    return faults.inject(Fault(path=META_RANGE, delay=0.0)), faults.inject(Fault(path=RANGE, delay=0.0))
+
+
+def cache_files(cache: RangeCache) -> set[str]:
+    return {p.relative_to(cache.root).as_posix() for p in cache.root.rglob("*") if p.is_file()}
+
+
+def test_cached_mark_marks_what_an_uncached_one_marks(
+    spark: SparkSession, env: GcEnv, tmp_path: Path
+) -> None:
+    _, uncached = mark(spark, env, None)
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    meta_calls, range_calls = counting(env)
+    result, cached = mark(spark, env, cache)
+    assert cached == uncached and uncached  # the scenario has garbage
+    metaranges = recorded(env, result, "metaranges", "metarange_id")
+    ranges = recorded(env, result, "ranges", "range_id")
+    assert len(ranges) == result.summary["num_ranges"] > len(metaranges) > 1
+    stats = result.summary["range_cache"]
+    assert stats["metaranges_read"] == len(metaranges) and stats["metaranges_cached"] == 0
+    assert stats["ranges_read"] == len(ranges) and stats["ranges_cached"] == 0
+    assert env.server.faults.hits(meta_calls) == len(metaranges)
+    assert env.server.faults.hits(range_calls) == len(ranges)
+    assert stats["generation"] == 1 and (cache.root / "_gen/00000001.json").is_file()
+
+
+def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    first, _ = mark(spark, env, cache)
+    grow(env, "wide", "w3", 2)
+    grow(env, "main", "m1", 3)
+    env.lakefs.delete(REPO, "wide", "w1/f0")
+    env.lakefs.commit(REPO, "wide", "drop w1/f0")
+
+    meta_calls, range_calls = counting(env)
+    second, cached = mark(spark, env, cache)
+    env.server.faults.clear()
+    new_metaranges = recorded(env, second, "metaranges", "metarange_id") - recorded(
+        env, first, "metaranges", "metarange_id"
+    )
+    new_ranges = recorded(env, second, "ranges", "range_id") - recorded(env, first, "ranges", "range_id")
+    stats = second.summary["range_cache"]
+    assert 0 < stats["metaranges_read"] == len(new_metaranges) < second.summary["num_metaranges"]
+    assert 0 < stats["ranges_read"] == len(new_ranges) < second.summary["num_ranges"]
+    assert stats["ranges_cached"] == second.summary["num_ranges"] - len(new_ranges)
+    assert env.server.faults.hits(meta_calls) == len(new_metaranges)
+    assert env.server.faults.hits(range_calls) == len(new_ranges)
+    assert stats["generation"] == 2
+
+    _, uncached = mark(spark, env, None)
+    assert cached == uncached
+
+
+def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    env.lakefs.branch(REPO, "old", "main")
+    for i in range(30):
+        env.lakefs.upload(REPO, "old", f"old/f{i}", b"old")
+    env.lakefs.commit(REPO, "old", "add old", date=int(time.time()) - 20 * DAY)
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=1)
+    first, _ = mark(spark, env, cache)
+    env.lakefs.branches.delete_branch(REPO, "old")  # its commit is past retention: no longer active
+
+    second, cached = mark(spark, env, cache)
+    stats = second.summary["range_cache"]
+    assert (stats["metaranges_read"], stats["ranges_read"]) == (0, 0)
+    assert stats["ranges_evicted"] == first.summary["num_ranges"] - second.summary["num_ranges"] > 0
+    _, uncached = mark(spark, env, None)
+    assert cached == uncached
+    record = json.loads((cache.root / "_gen/00000002.json").read_text())
+    held = sum(p["ranges"] for parts in record["ranges"].values() for p in parts)
+    assert held == second.summary["num_ranges"]
+    listed = {p["file"] for p in record["metaranges"]}
+    listed |= {p["file"] for parts in record["ranges"].values() for p in parts}
+    cache.open(REPO, second.storage_namespace)  # the next cycle deletes what the rewrite replaced
+    assert cache_files(cache) == listed | {"_gen/00000002.json"}
+
+
+def _corrupt(path: Path) -> None:
+    path.write_bytes(b"not a parquet file at all")
+
+
+def _truncate(path: Path) -> None:
+    table = pq.read_table(path)
+    pq.write_table(table.slice(0, table.num_rows - 1), path)  # valid parquet, one row short
+
+
+DAMAGES = {"range part corrupt": ("ranges", _corrupt), "range part one row short": ("ranges", _truncate),
+           "metarange part missing": ("metaranges", Path.unlink)}  # fmt: skip
+
+
+def test_damaged_cache_fails_the_mark(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, expected = mark(spark, env, cache)
+    record = json.loads((cache.root / "_gen/00000001.json").read_text())
+    listed = {
+        "metaranges": sorted(p["file"] for p in record["metaranges"]),
+        "ranges": sorted(p["file"] for parts in record["ranges"].values() for p in parts),
+    }
+    for what, (level, damage) in DAMAGES.items():
+        victim = cache.root / listed[level][0]
+        intact = victim.read_bytes()
+        damage(victim)
+        before = set(reports(env).iterdir())
+        with pytest.raises(RangeCacheError, match=re.escape(victim.name)) as raised:
+            jobs_mark(spark, settings(env), REPO, range_cache=cache)
+        assert "delete the range cache directory" in str(raised.value), what
+        (failed,) = set(reports(env).iterdir()) - before
+        summary = json.loads((failed / "summary.json").read_text())
+        assert summary["success"] is False and summary["num_deleted_objects"] == 0, what
+        assert victim.name in summary["error"], what
+        assert not (failed / "deleted").exists(), what
+        victim.write_bytes(intact)
+
+    shutil.rmtree(cache.root)  # as the error says: the next mark rebuilds the cache
+    rebuilt, marked = mark(spark, env, cache)
+    assert marked == expected and rebuilt.summary["range_cache"]["metaranges_cached"] == 0
+
+
+def test_killed_generation_is_ignored_and_cleaned(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    first, expected = mark(spark, env, cache)
+    kept = cache_files(cache)
+    # a cycle killed after writing its parts, before its record: they claim every range and
+    # metarange holds nothing but an address that would save a garbage object if it were read
+    saved = sorted(expected)[0]
+    range_ids = sorted(recorded(env, first, "ranges", "range_id"))
+    metaranges = sorted(recorded(env, first, "metaranges", "metarange_id"))
+    killed = {
+        "ranges/part-00000002-b00000-killed.parquet": pa.table(
+            {"range_id": range_ids, "address": [saved] * len(range_ids)}
+        ),
+        "metaranges/part-00000002-killed.parquet": pa.table(
+            {"metarange_id": metaranges, "range_id": [range_ids[0]] * len(metaranges)}
+        ),
+    }
+    for name, table in killed.items():
+        pq.write_table(table, cache.root / name)
+    (cache.root / "_gen/00000002.json.tmp").write_text("{")
+
+    second, marked = mark(spark, env, cache)
+    assert marked == expected
+    stats = second.summary["range_cache"]
+    assert (stats["metaranges_read"], stats["ranges_read"], stats["generation"]) == (0, 0, 1)
+    assert cache_files(cache) == kept
+
+
+def test_generation_record_round_trip() -> None:
+    generation = Generation(
+        3, "repo", "s3://bucket/repo", 4,
+        (Part("metaranges/part-00000003-a.parquet", 5, ids=("m1", "m2")),),
+        {1: (Part("ranges/part-00000002-b00001-x.parquet", 9, ranges=2),)},
+    )  # fmt: skip
+    assert Generation.from_json(json.loads(generation.to_json())) == generation
+
+
+def test_metarange_plan_reads_new_and_rewrites_when_mostly_unneeded() -> None:
+    a = Part("metaranges/a.parquet", 4, ids=("m1", "m2"))
+    b = Part("metaranges/b.parquet", 4, ids=("m3", "m4"))
+    c = Part("metaranges/c.parquet", 2, ids=("m5",))
+    # m5's part is dropped for free, m3 and m4 stay where they are, m9 is read
+    assert plan_metaranges([a, b, c], ["m3", "m4", "m9"]) == ([("m9", None)], (b,))
+    # two of the five ids in the parts still needed are unneeded: not worth a rewrite yet
+    d = Part("metaranges/d.parquet", 3, ids=("m6", "m7", "m8"))
+    assert plan_metaranges([a, d], ["m1", "m2", "m6"]) == ([], (a, d))
+    # only one of d's three is needed: it is copied into a new part, and d is dropped
+    assert plan_metaranges([a, d], ["m6", "m9"]) == ([("m9", None), ("m6", "metaranges/d.parquet")], ())
+
+
+def test_unreadable_record_fails_and_a_foreign_one_starts_afresh(tmp_path: Path) -> None:
+    cache = RangeCache(tmp_path / "cache")
+    cache.open(REPO, "local://unified")  # an empty cache: its directories
+    part = Part("metaranges/part-00000001-a.parquet", 1, ids=("m1",))
+    pq.write_table(pa.table({"metarange_id": ["m1"], "range_id": ["r1"]}), cache.root / part.file)
+    cache.commit(Generation(1, REPO, "local://unified", 4, (part,)))
+    assert cache.open(REPO, "local://unified").metaranges == (part,)
+
+    (cache.root / "_gen/00000001.json").write_text('{"format": 1, "generation": 1}')
+    with pytest.raises(RangeCacheError, match=r"00000001\.json cannot be read"):
+        cache.open(REPO, "local://unified")
+
+    cache.commit(Generation(1, REPO, "local://unified", 4, (part,)))
+    recreated = cache.open(REPO, "local://elsewhere")  # a repository of the same name, recreated
+    assert (recreated.number, recreated.metaranges, recreated.buckets) == (1, (), 256)
+    assert cache_files(cache) == set()  # the next record will be generation 2
