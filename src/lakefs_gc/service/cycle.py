@@ -73,6 +73,9 @@ class GcCycle:
         self.busy = threading.Lock()  # held while a batch works: shutdown waits for it
         self.attempts = 0  # batches of this process that attempted a mark (for `serve --cycles`)
         self.max_attempts: int | None = None  # `serve --cycles N`: no batch starts after N attempts
+        last = records.last_success(sweeps=schedule.sweep)
+        if last is not None:  # a restart keeps the "last success" alert's clock (not "never")
+            metrics.last_success.labels(self.repository).set(last.timestamp())
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
         if self.stopping.is_set() or (self.max_attempts is not None and self.attempts >= self.max_attempts):
@@ -185,6 +188,7 @@ class GcCycle:
         finally:
             self.metrics.sweep_duration.labels(self.repository).observe(time.monotonic() - started)
         mark.sweep, mark.swept, mark.deleted = "done", self.ports.clock().isoformat(), result.deleted
+        mark.failed = result.failed
         record.swept.append(mark.mark_id)
         self.records.save(owner)
         if owner is not record:
@@ -213,7 +217,7 @@ class GcCycle:
 
     def _cycle_succeeded(self) -> None:
         self.metrics.cycles.labels(self.repository).inc()
-        self.metrics.last_success.labels(self.repository).set(time.time())
+        self.metrics.last_success.labels(self.repository).set(self.ports.clock().timestamp())
 
     def status(self) -> dict[str, Any]:
         return {"repository": self.repository, **self.records.summary()}

@@ -37,6 +37,7 @@ class MarkRecord:
     sweep: str | None = None  # None: not yet; "done" | "refused" | "failed" | "skipped"
     swept: str | None = None  # when the sweep finished (the candidate set's "deleted at")
     deleted: int = 0
+    failed: int = 0  # deletes the sweep reported failed
     sweep_error: str | None = None
 
 
@@ -91,6 +92,15 @@ class CycleRecords:
     def pending_sweeps(self) -> list[tuple[BatchRecord, MarkRecord]]:
         """Successful marks whose sweep has not ended, with the batch records holding them."""
         return [(b, m) for b, m in self.marks() if m.success and m.sweep is None]
+
+    def last_success(self, *, sweeps: bool = True) -> datetime | None:
+        """When the newest successful cycle ended: its sweep deleted everything it was asked to,
+        or, for a mark-only repository (``sweeps=False``), its mark succeeded."""
+        if sweeps:
+            ends = [m.swept for _, m in self.marks() if m.success and m.sweep == "done" and not m.failed]
+        else:
+            ends = [m.ended for _, m in self.marks() if m.success]
+        return max((datetime.fromisoformat(e) for e in ends if e), default=None)
 
     def summary(self) -> dict[str, Any]:
         done = [m for _, m in self.marks() if m.success]
