@@ -73,7 +73,7 @@ class GcCycle:
         self.busy = threading.Lock()  # held while a batch works: shutdown waits for it
         self.attempts = 0  # batches of this process that attempted a mark (for `serve --cycles`)
         self.max_attempts: int | None = None  # `serve --cycles N`: no batch starts after N attempts
-        last = records.last_success(sweeps=schedule.sweep)
+        last = records.last_success(sweeps=bool(schedule.sweep))
         if last is not None:  # a restart keeps the "last success" alert's clock (not "never")
             metrics.last_success.labels(self.repository).set(last.timestamp())
 
