@@ -12,8 +12,8 @@
    the strict xfail ``test_identical_reupload_over_a_committed_path_stays_readable`` in
    ``tests/gc/test_differential.py``.
 
-``test_run_keeps_the_fork_point_in_both_orders`` is a strict xfail until the cross-check is wired
-into the mark (issue 19).
+``test_run_keeps_the_fork_point_in_both_orders`` runs ``lakefs-gc run`` on both: the retention
+cross-check of the mark (docs/invariants.md, invariant 6) keeps p's object in either order and counts it.
 """
 
 from __future__ import annotations
@@ -142,8 +142,7 @@ def age_every_file(root: Path) -> None:
 
 
 def run_gc(env: Env, repo: str) -> dict[str, Any]:
-    """``lakefs-gc run`` on ``repo``; returns the mark's summary.json. A failed run is an error,
-    not the expected failure of the xfail below."""
+    """``lakefs-gc run`` on ``repo``; returns the mark's summary.json (a failed run is an error)."""
     from lakefs_gc.cli.main import main
 
     info = env.server.connection_info()
@@ -167,11 +166,10 @@ def run_gc(env: Env, repo: str) -> dict[str, Any]:
     return json.loads((report / "summary.json").read_text())  # type: ignore[no-any-return]
 
 
-@pytest.mark.xfail(strict=True, raises=AssertionError, reason="issue 19: not wired into the mark yet")
 def test_run_keeps_the_fork_point_in_both_orders(env: Env, spark: Any) -> None:
     """``lakefs-gc run`` deletes none of p's objects in either order, and the summary counts them."""
     outcomes, forks = {}, {}
-    for a_first in (False, True):  # the order lakeFS gets right first, so both run today
+    for a_first in (False, True):
         fork = forks[a_first] = build_fork(env, a_first=a_first)
         root = env.shared.storage_root / fork.repo
         age_every_file(root)

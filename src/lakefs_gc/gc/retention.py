@@ -7,7 +7,7 @@ starting point in commit-ID order and shares one ``processed`` map between the w
 at a commit an earlier walk reached with an equal or longer retention *before* judging the child it
 came from. At a fork (a commit that is the first parent of two commits) the answer then depends on
 which child's starting point sorts first, and lakeFS can expire a commit that a branch pointed at
-within its retention (``docs/formats/lakefs-retention.md`` has the worked example). The GC must never
+within its retention (``docs/formats/lakefs-export-hazards.md`` has the worked example). The GC must never
 collect what either rule keeps, so it computes the documented rule itself and keeps the union.
 
 The rule, computed here without any shortcut (every walk conceptually runs to the root):
@@ -51,7 +51,7 @@ class CommitGraphError(GcError):
     """The commit graph is inconsistent (a missing parent or HEAD, a cycle, a naive date).
 
     Raised instead of skipping the bad part: skipping would report fewer active commits, and the
-    GC would delete data those commits still reference (fail closed, invariant 4).
+    GC would delete data those commits still reference (fail closed, docs/invariants.md, invariant 4).
     """
 
 
@@ -294,3 +294,14 @@ def cross_check(lakefs_active: Set[str], ours: Set[str]) -> RetentionCrossCheck:
         kept_beyond_lakefs=frozenset(ours - lakefs_active),
         lakefs_only=frozenset(lakefs_active - ours),
     )
+
+
+@dataclass(frozen=True)
+class CommitGraph:
+    """What the cross-check reads from lakeFS: the commits (closed under parents), every branch
+    (hidden ones included) with its HEAD, the rules, and each commit's metarange ('' for none)."""
+
+    commits: Mapping[str, Commit]
+    branches: Mapping[str, str]
+    rules: RetentionRules
+    metaranges: Mapping[str, str]

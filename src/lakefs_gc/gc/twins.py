@@ -21,7 +21,7 @@ back here:
    pair was answered with another address or "no such path" (release it), else **kept**: it could
    not be ruled out (an error, a refused or unbudgeted stat). Nothing unresolved is ever released.
 
-Matching (see ``docs/formats/lakefs-retention.md``): lakeFS records the hex MD5 it computes while
+Matching (see ``docs/formats/lakefs-export-hazards.md``): lakeFS records the hex MD5 it computes while
 writing an upload through its API or S3 gateway (any blockstore), the multipart completion ETag
 without its ``-N`` suffix for gateway multipart uploads, and whatever the client sends, quotes
 stripped, for ``linkPhysicalAddress``. Only the size is certain to be shared with what a store can

@@ -37,10 +37,12 @@ from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
 from lakefs_gc.gc.reports import MarkSummary, int_or_none
+from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
+from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
 from lakefs_gc.spark.mark.algebra import classify, garbage
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
-from lakefs_gc.spark.mark.references import LakeFSRefs, committed_frames, dump_frame, read_active_commits
+from lakefs_gc.spark.mark.references import LakeFSRefs, committed_frames, dump_frame, read_commits_export
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
@@ -202,16 +204,22 @@ class _MarkRun:
         assert self.dump is not None
         uncommitted = self._uncommitted(self.dump)
         self.say(f"{self.repo.id}: asking lakeFS for the active commits")
-        commits = read_active_commits(
+        export_run_id, commits = read_commits_export(
             self.refs.api,
             self.repo.id,
             options=self.refs.storage,
             timeout=self.params.prepare_commits_timeout,
         )
+        checked = self._cross_check(commits, export_run_id)
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
         range_ids, committed = self._committed(metaranges)
+        retained = None
+        if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
+            extra_ids, retained = self._committed(list(checked.extra_metaranges))
+            range_ids = range_ids.union(extra_ids).distinct()
+            metaranges = sorted({*metaranges, *checked.extra_metaranges})
         range_ids = self._persist(range_ids)
         self.say(
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
@@ -222,9 +230,18 @@ class _MarkRun:
         )
         self.stats.update(found.stats)
         classified = self._persist(
-            classify(found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
-        )
+            classify(
+                found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff,
+                retained=retained,
+            )
+        )  # fmt: skip
         counts, first_slice = self._count_reasons(classified)
+        self.stats["retention_cross_check"] = {
+            **checked.check.summary(),
+            **counts[reasons.RETENTION_CROSS_CHECK],
+            "commits_read": checked.commits_read,
+            "now": checked.now.isoformat().replace("+00:00", "Z"),
+        }
         self.first_slice = first_slice if found.first_slice is None else found.first_slice
         self.say(f"{self.repo.id}: writing the report")
         self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
@@ -234,6 +251,19 @@ class _MarkRun:
         if marked != expected:
             raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
         return marked, marked_bytes
+
+    def _cross_check(self, commits: ActiveCommits, export_run_id: str) -> CheckedCommits:
+        """lakeFS's active commits against the documented rule (invariant 6); the union is kept."""
+        self.say(f"{self.repo.id}: cross-checking the active commits with the commit graph")
+        checked = cross_check_export(
+            self.refs.graph, self.repo.id, commits, export_run_id=export_run_id, start=self.start
+        )
+        if checked.check.kept_beyond_lakefs:
+            self.say(
+                f"{self.repo.id}: keeping {len(checked.check.kept_beyond_lakefs)} commits lakeFS's export "
+                f"expired but its documented retention keeps: {sorted(checked.check.kept_beyond_lakefs)}"
+            )
+        return checked
 
     def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
         """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""
