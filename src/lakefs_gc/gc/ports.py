@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from lakefs_gc.gc.retention import CommitGraph
+    from lakefs_gc.gc.twins import StatAnswer
 
 
 class Clock(Protocol):
@@ -101,6 +102,11 @@ class CommitGraphReader(Protocol):
     """
 
     def commit_graph(self, repository: str, seeds: Collection[str]) -> CommitGraph: ...
+
+    def served_address(self, repository: str, branch: str, path: str) -> StatAnswer:
+        """The physical address ``branch`` serves at ``path``, as lakeFS spells it (for the
+        identity-twin guard); never raises: a failure is an ``unknown`` answer."""
+        ...
 
 
 class DeleteResult(Protocol):

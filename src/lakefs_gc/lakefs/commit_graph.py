@@ -25,10 +25,12 @@ from typing import Any
 
 from lakefs_sdk.api.branches_api import BranchesApi
 from lakefs_sdk.api.commits_api import CommitsApi
+from lakefs_sdk.api.objects_api import ObjectsApi
 from lakefs_sdk.api.refs_api import RefsApi
 from lakefs_sdk.api.repositories_api import RepositoriesApi
 from lakefs_sdk.api.tags_api import TagsApi
 
+from lakefs_gc.errors import LakeFSError
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import (
     COMMIT_VERSION_PARENT_SWITCH,
@@ -40,6 +42,8 @@ from lakefs_gc.gc.retention import (
     active_commits,
     cross_check,
 )
+from lakefs_gc.gc.twins import StatAnswer
+from lakefs_gc.lakefs.answers import HTTP_NOT_FOUND
 from lakefs_gc.lakefs.client import LakeFSClient, Operation
 from lakefs_gc.lakefs.exports import ActiveCommits as ActiveCommitsExport
 from lakefs_gc.lakefs.xid import descending_xid_time
@@ -59,6 +63,7 @@ class LakeFSCommitGraph:
         self._refs = RefsApi(api)
         self._commits = CommitsApi(api)
         self._repositories = RepositoriesApi(api)
+        self._objects = ObjectsApi(api)
         self._page = page
         #: (repository, commit id) → (commit, metarange id); immutable, so never invalidated
         self._cache: dict[tuple[str, str], tuple[Commit, str]] = {}
@@ -92,6 +97,35 @@ class LakeFSCommitGraph:
         )
         branch_days = {b.branch_id: int(b.retention_days) for b in rules.branches or []}
         return RetentionRules(int(rules.default_retention_days), branch_days)
+
+    def served_address(self, repository: str, branch: str, path: str) -> StatAnswer:
+        """What ``branch`` serves at ``path`` now (``statObject``, staged entry first), for the
+        identity-twin guard. A 404 is ``absent`` only once the branch is known to exist or to be
+        gone; anything else is ``unknown``, which keeps the object (docs/invariants.md, invariant 6)."""
+        try:
+            stats = self._call(
+                "stat object",
+                repository,
+                partial(self._stat, repository, branch, path),
+                f"{branch}/{path}",
+            )
+        except LakeFSError as e:
+            if e.status != HTTP_NOT_FOUND:
+                return StatAnswer.unknown(str(e))
+            return self._absent_or_unknown(repository, branch, str(e))
+        return StatAnswer.at(str(stats.physical_address))  # as lakeFS spells it: the caller relativises
+
+    def _absent_or_unknown(self, repository: str, branch: str, detail: str) -> StatAnswer:
+        try:
+            branches = dict(self._pages("list branches", repository, self._list_branches))
+        except LakeFSError as e:
+            return StatAnswer.unknown(f"{detail}; and listing branches failed: {e}")
+        return StatAnswer.absent(detail if branch in branches else f"branch {branch!r} is gone")
+
+    def _stat(self, repository: str, branch: str, path: str) -> Any:
+        return self._objects.stat_object(
+            repository, branch, path, presign=False, _request_timeout=self._client.request_timeout
+        )
 
     # ---- the closure under parents -------------------------------------------------------------
 
@@ -220,6 +254,8 @@ class CheckedCommits:
     extra_metaranges: tuple[str, ...]
     now: datetime
     commits_read: int
+    #: the graph read, for the identity-twin guard (branch HEADs and their metaranges)
+    graph: CommitGraph
 
 
 def cross_check_export(
@@ -243,4 +279,4 @@ def cross_check_export(
     check = cross_check(set(seeds), ours)
     known = set(exported.metarange_ids)
     extra = sorted({read.metaranges[c] for c in check.kept_beyond_lakefs} - known)
-    return CheckedCommits(check, tuple(extra), now, len(read.commits))
+    return CheckedCommits(check, tuple(extra), now, len(read.commits), read)

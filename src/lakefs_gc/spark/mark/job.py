@@ -40,10 +40,17 @@ from lakefs_gc.gc.reports import MarkSummary, int_or_none
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
-from lakefs_gc.spark.mark.algebra import classify, garbage
+from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
-from lakefs_gc.spark.mark.references import LakeFSRefs, committed_frames, dump_frame, read_commits_export
+from lakefs_gc.spark.mark.references import (
+    LakeFSRefs,
+    MetadataReader,
+    committed_frames,
+    dump_frame,
+    read_commits_export,
+)
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
+from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
@@ -235,6 +242,7 @@ class _MarkRun:
                 retained=retained,
             )
         )  # fmt: skip
+        classified = self._guard_twins(classified, checked)
         counts, first_slice = self._count_reasons(classified)
         self.stats["retention_cross_check"] = {
             **checked.check.summary(),
@@ -264,6 +272,25 @@ class _MarkRun:
                 f"expired but its documented retention keeps: {sorted(checked.check.kept_beyond_lakefs)}"
             )
         return checked
+
+    def _guard_twins(self, classified: DataFrame, checked: CheckedCommits) -> DataFrame:
+        """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`)."""
+        marked = garbage(classified)
+        if not marked.take(1):
+            self.stats["identity_twins"] = guard_twins_none()
+            return classified
+        refs, repo = self.refs, self.repo
+        reader = MetadataReader(
+            refs.connection, repo.id, repo.storage_namespace, self.namespace, refs.storage
+        )
+        guard = guard_twins(
+            self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph,
+            parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"),
+        )  # fmt: skip
+        self.stats["identity_twins"] = guard.counts
+        if guard.kept is None:
+            return classified
+        return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
 
     def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
         """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""

@@ -141,17 +141,17 @@ class MetadataReader:
 
     def read_metarange(self, client: RefsReader, fs: pafs.FileSystem, metarange_id: str) -> list[str]:
         """The range ids of one metarange (one lakeFS call, one file read)."""
-        location = self._resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
+        location = self.resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
         with open_sstable(fs, location, location.fs_path) as table:
             return list(range_ids_of_metarange(table))
 
     def read_range(self, client: RefsReader, fs: pafs.FileSystem, range_id: str) -> Iterator[str]:
         """The normalised committed addresses of one range (one lakeFS call, one file read)."""
-        location = self._resolve(range_id, client.range_location(self.repository, range_id))
+        location = self.resolve(range_id, client.range_location(self.repository, range_id))
         with open_sstable(fs, location, location.fs_path) as table:
             yield from committed_addresses_of_range(table, self.storage_namespace)
 
-    def _resolve(self, object_id: str, api_location: str) -> StorageLocation:
+    def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(
             self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
         )
