@@ -91,3 +91,24 @@ def test_overrides_are_exact_and_validated() -> None:
             cost.PriceTable().with_overrides({"s3/STANDARD": bad})
     with pytest.raises(ValueError, match="negative"):
         cost.tally([("s3/STANDARD", -1)])
+
+
+def test_mark_cost_prices_the_marked_bytes_in_the_stores_default_class() -> None:
+    summary = cost.mark_cost("s3", 3, 3 * cost.GIB, {})
+    assert summary["bytes"] == 3 * cost.GIB and summary["unpriced_bytes"] == 0
+    standard = {"objects": 3, "bytes": 3 * cost.GIB, "price_per_gib_month": "0.023"}
+    standard["monthly_saving"] = "0.069"
+    assert summary["by_class"] == {"s3/STANDARD": standard}
+    assert summary["monthly_saving"] == "0.07"
+    overridden = cost.mark_cost("azure", 1, cost.GIB, {"azure/unknown": "0.02"})
+    assert overridden["monthly_saving_exact"] == "0.02"
+    assert cost.mark_cost("azure", 1, cost.GIB, {})["unpriced_bytes"] == cost.GIB  # tier unknown: no guess
+    assert cost.mark_cost("s3", 0, 0, {})["by_class"] == {}
+
+
+def test_prices_come_from_the_settings() -> None:
+    from lakefs_gc.settings import GcOptions
+
+    params = GcOptions(prices={"s3/STANDARD": "0.02"}).mark_params("r")
+    assert params.prices == {"s3/STANDARD": "0.02"}
+    assert cost.mark_cost("s3", 1, cost.GIB, params.prices)["monthly_saving_exact"] == "0.02"

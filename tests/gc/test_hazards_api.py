@@ -176,6 +176,7 @@ def test_run_keeps_the_fork_point_in_both_orders(env: Env, spark: Any) -> None:
         summary = run_gc(env, fork.repo)
         survived = (root / fork.p_key).exists()
         reads_back = survived and env.shared.lakefs.objects.get_object(fork.repo, fork.p, "x") == fork.p_bytes
+        assert summary["cost"]["bytes"] == summary["num_deleted_bytes"]  # every marked byte priced or not
         cross_check = summary.get("retention_cross_check", {})
         outcomes[a_first] = (reads_back, cross_check.get("kept_beyond_lakefs"), cross_check.get("objects"))
     assert outcomes[False][0] and outcomes[True][0], f"p's object deleted: {outcomes}"

@@ -22,14 +22,17 @@ from lakefs_gc.errors import ConfigError
 GIB = 1 << 30
 CENT = Decimal("0.01")
 
-#: Storage prices in USD per GiB-month, first-50-TB tier, pay-as-you-go.
+#: Storage prices in USD per GiB-month, first-50-TB tier, pay-as-you-go, recorded in November 2026.
+#: **Approximate**: a default to show an order of magnitude, not a bill; set your own (``gc.prices``).
 #:
-#: * S3: https://aws.amazon.com/s3/pricing/ , US East (N. Virginia), as listed in November 2026.
+#: * S3: https://aws.amazon.com/s3/pricing/ , US East (N. Virginia). EXPRESS_ONEZONE checked against
+#:   the worked example of the S3 FAQ (https://aws.amazon.com/s3/faqs/ , "10 GB-Month x $0.11");
+#:   the other S3 classes are the long-standing list prices, not re-checked on the page.
 #:   INTELLIGENT_TIERING is priced at its Frequent Access tier (an upper bound: a listing does not
 #:   say which access tier an object is in). REDUCED_REDUNDANCY is no longer listed: unpriced.
 #: * Azure: https://azure.microsoft.com/en-us/pricing/details/storage/blobs/ , block blobs, LRS,
-#:   East US, as recorded in November 2026 (that page renders its prices in the browser; check them
-#:   for your region and redundancy, where they differ by up to ~2x).
+#:   East US: approximate, not verified (that page renders its prices in the browser); they differ
+#:   by region and redundancy by up to ~2x.
 #:
 #: Override any of them in the configuration; keys are ``<blockstore>/<class>``.
 DEFAULT_PRICES: Mapping[str, Decimal] = {
@@ -48,6 +51,7 @@ DEFAULT_PRICES: Mapping[str, Decimal] = {
     "azure/archive": Decimal("0.00099"),
 }
 DEFAULT_SOURCE = (
+    "approximate list prices recorded 2026-11 (S3 US East, Azure LRS East US): "
     "https://aws.amazon.com/s3/pricing/ ; https://azure.microsoft.com/en-us/pricing/details/storage/blobs/"
 )
 
@@ -185,3 +189,17 @@ def estimate(by_class: Mapping[str, tuple[int, int]], table: PriceTable) -> Savi
         monthly = None if price is None else ctx.divide(ctx.multiply(Decimal(size), price), Decimal(GIB))
         classes.append(ClassSaving(key, objects, size, price, monthly))
     return SavingEstimate(tuple(classes), table.currency, table.source)
+
+
+def mark_cost(
+    blockstore: str, marked: int, marked_bytes: int, overrides: Mapping[str, object]
+) -> dict[str, object]:
+    """``summary.json``'s ``cost`` for a mark of ``marked`` objects.
+
+    A listing does not say an object's storage class, so every marked object is priced in its
+    store's default class (S3 STANDARD, an upper bound for the colder classes; an Azure blob's
+    tier is unknown and unpriced unless ``azure/unknown`` is given a price).
+    """
+    table = PriceTable().with_overrides(overrides) if overrides else PriceTable()
+    by_class = {class_key(blockstore, None): (marked, marked_bytes)} if marked else {}
+    return {**estimate(by_class, table).summary(), "storage_class": "not listed: the store's default class"}

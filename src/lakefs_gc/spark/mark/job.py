@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from lakefs_gc import __version__
 from lakefs_gc.errors import ConfigError, GcError, StorageError
 from lakefs_gc.gc import reasons
+from lakefs_gc.gc.cost import mark_cost
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
@@ -88,6 +89,12 @@ class MarkResult:
     def marked_bytes(self) -> int:
         """Their total size."""
         return int(self.summary.get("num_deleted_bytes", 0) or 0)
+
+    @property
+    def monthly_saving(self) -> str | None:
+        """The estimated monthly saving of sweeping this mark, ``"<amount> <currency>"`` (None: unknown)."""
+        cost = self.summary.get("cost") or {}
+        return f"{cost['monthly_saving']} {cost['currency']}" if cost.get("monthly_saving") else None
 
     @property
     def listed(self) -> int | None:
@@ -255,6 +262,7 @@ class _MarkRun:
         self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
         write_metaranges(metaranges, self.report)  # after ranges/: all their ranges are recorded
         marked, marked_bytes = write_marked(garbage(classified), self.report)
+        self.stats["cost"] = mark_cost(self.namespace.kind, marked, marked_bytes, self.params.prices)
         expected = counts[reasons.GARBAGE]["objects"]
         if marked != expected:
             raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
