@@ -15,9 +15,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import TYPE_CHECKING
+from weakref import WeakKeyDictionary
 
 from lakefs_gc.gc.ports import Clock, utc_now
 from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.lakefs.commit_graph import LakeFSCommitGraph
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.mark.references import LakeFSRefs
 from lakefs_gc.spark.report.layout import ReportDir
@@ -41,8 +43,15 @@ def lakefs_client(settings: GcSettings, command: str) -> LakeFSClient:
     return LakeFSClient(settings.lakefs, source=command)
 
 
+#: one commit-graph reader (and so one commit cache) per client: a service reads a history once
+_GRAPHS: WeakKeyDictionary[LakeFSClient, LakeFSCommitGraph] = WeakKeyDictionary()
+
+
 def lakefs_refs(client: LakeFSClient, settings: GcSettings) -> LakeFSRefs:
-    return LakeFSRefs(client, settings.lakefs, settings.storage)
+    graph = _GRAPHS.get(client)
+    if graph is None:
+        graph = _GRAPHS[client] = LakeFSCommitGraph(client)
+    return LakeFSRefs(client, settings.lakefs, settings.storage, graph)
 
 
 def mark_report(client: LakeFSClient, settings: GcSettings, repository: str, mark_id: str) -> ReportDir:

@@ -64,6 +64,11 @@ class GcOptions(BaseModel):
         "bucket costs hours and millions of requests; a daily inventory already holds the listing. "
         "Objects created after the snapshot are simply not candidates this time (never deleted by it).",
     )
+    prices: dict[str, str] = Field(
+        default_factory=dict,
+        description="Storage prices per GiB-month ('<blockstore>/<class>': decimal string, e.g. "
+        "'s3/STANDARD': '0.023') over the approximate defaults of the mark's cost estimate.",
+    )
     max_inventory_age: timedelta = Field(
         default=timedelta(days=8),
         description="The newest inventory snapshot must be younger than this when the mark starts, or "
@@ -154,6 +159,7 @@ class GcOptions(BaseModel):
             inventory=self.inventory,
             max_inventory_age=self.max_inventory_age,
             parallelism=parallelism,
+            prices=dict(self.prices),
         )
 
     def sweep_params(

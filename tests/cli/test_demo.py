@@ -207,8 +207,10 @@ def test_check_catches_every_kind_of_disagreement(tmp_path: Path) -> None:
         "live: marked for deletion",
         "live: sweep report lists it (deleted)",
         "the mark classified the listed objects as "
-        "{'committed': 0, 'uncommitted': 0, 'too_young': 0, 'garbage': 2}, expected "
-        "{'committed': 1, 'uncommitted': 0, 'too_young': 0, 'garbage': 1}",
+        "{'committed': 0, 'uncommitted': 0, 'retention_cross_check': 0, 'identity_twin': 0, "
+        "'too_young': 0, 'garbage': 2}, expected "
+        "{'committed': 1, 'uncommitted': 0, 'retention_cross_check': 0, 'identity_twin': 0, "
+        "'too_young': 0, 'garbage': 1}",
         "files outside the demo's objects were deleted: ['_lakefs/x']",
         "addresses outside the demo's objects were marked: ['data/s/9']",
     ]

@@ -32,6 +32,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
 from hypothesis import strategies as st
+from hypothesis.control import currently_in_test_context
 from lakefs_sdk.models.commit_creation import CommitCreation
 from lakefs_sdk.models.merge import Merge
 from lakefs_sdk.models.staging_location import StagingLocation
@@ -340,19 +341,14 @@ def check_run(env: Env, built: Built, model: Model, expected: set[str], before: 
     marked = [row["address"] for row in read_parquet_dir(report / "deleted")]
     swept = read_parquet_dir(report / "swept")
     wrongly_deleted, left_behind = disappeared - expected, expected - disappeared
-    restaged = model.references.restaged_identical
-    assert not (wrongly_deleted - restaged) and not left_behind, (
-        f"deleted but not garbage: {sorted(wrongly_deleted - restaged)} "
+    assert not wrongly_deleted and not left_behind, (
+        f"deleted but not garbage: {sorted(wrongly_deleted)} "
         f"(referenced: {sorted(wrongly_deleted & model.references.addresses)}); "
         f"garbage left behind: {sorted(left_behind)}"
     )
-    # The one known disagreement (an identical re-upload staged over a committed path, which lakeFS's
-    # own uncommitted export omits) is pinned by a strict xfail test below; here it is tolerated so that
-    # the random search keeps looking for other ones. Everything the GC deleted is accounted for below.
-    lakefs_blind = wrongly_deleted & restaged
-    if lakefs_blind:
-        event("known lakeFS limitation: identical re-upload deleted")
-    deleted = expected | lakefs_blind
+    # An identical re-upload staged over a committed path is in neither of lakeFS's exports: the
+    # mark's identity-twin guard keeps it (docs/invariants.md, invariant 6), so nothing is tolerated.
+    deleted = expected
     assert sorted(marked) == sorted(deleted), "deleted/ report"
     assert {r["address"]: r["outcome"] for r in swept} == dict.fromkeys(deleted, "deleted"), swept
     assert len(swept) == len(deleted)
@@ -362,8 +358,6 @@ def check_run(env: Env, built: Built, model: Model, expected: set[str], before: 
     assert summary["num_deleted_objects"] == len(deleted), summary
 
     for address, readings in model.references.readings.items():
-        if address in lakefs_blind:
-            continue
         for reading in readings:
             data = env.lakefs.objects.get_object(built.repo, reading.ref, reading.path)
             assert data == bytes_before[address], f"{reading} ({address}) reads back other bytes"
@@ -383,6 +377,12 @@ def prepare(built: Built) -> dict[str, int]:
 # -- the tests -----------------------------------------------------------------------------------------
 
 
+def note_event(message: str) -> None:
+    """A hypothesis event when run by hypothesis (the fixed-history tests call :func:`differential` too)."""
+    if currently_in_test_context():
+        event(message)
+
+
 def differential(env: Env, built: Built) -> Model:
     """Age the files, compute the reference, run the GC and compare; return the model."""
     before = prepare(built)
@@ -392,11 +392,11 @@ def differential(env: Env, built: Built) -> Model:
     assert not built.must_keep & expected, "the reference disagrees with the scenario"
     check_run(env, built, model, expected, before)
     if expected:
-        event("garbage collected")
+        note_event("garbage collected")
     if model.listed.keys() - model.references.addresses - expected:
-        event("fresh garbage kept")
+        note_event("fresh garbage kept")
     if model.references.restaged_identical:
-        event("identical re-upload staged over a committed path")
+        note_event("identical re-upload staged over a committed path: kept by the twin guard")
     return model
 
 
@@ -422,12 +422,6 @@ def test_run_deletes_exactly_the_reference_garbage(
         assert namespace_files(built.root).keys() >= survivors
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="lakeFS's uncommitted dump omits a staged entry whose identity equals the committed one "
-    "(pkg/graveler uncommittedDiffIterator skips equal identities), so no export references the new "
-    "address; see README 'Known limitations'",
-)
 def test_identical_reupload_over_a_committed_path_stays_readable(env: Env, spark: Any) -> None:
     """The same bytes uploaded again over a committed path get a new address, visible on the branch.
 
@@ -441,4 +435,29 @@ def test_identical_reupload_over_a_committed_path_stays_readable(env: Env, spark
     s.commit("main", 30)
     restaged = s.upload("main", "a", data=b"same bytes")
     s.expect(keep=[committed, restaged], garbage=[])
+    model = differential(env, s.built)
+    assert model.references.restaged_identical == {restaged}
+    summary = last_summary(env, s.built)
+    assert summary["kept"]["identity_twin"] == {"objects": 1, "bytes": len(b"same bytes")}
+    assert summary["identity_twins"]["live"] == 1 and summary["identity_twins"]["released"] == 0
+
+
+def test_identical_reupload_then_reset_is_collected(env: Env, spark: Any) -> None:
+    """A staged identical re-upload dropped by a reset is real garbage: the twin guard's stat says the
+    branch serves the committed address again, so the object is released and collected."""
+    s = Script(env, "restage-reset", Rules(7, {}))
+    committed = s.upload("main", "a", data=b"same bytes")
+    s.commit("main", 30)
+    restaged = s.upload("main", "a", data=b"same bytes")
+    s.lakefs.reset(s.repo, "main")
+    s.expect(keep=[committed], garbage=[restaged])
     differential(env, s.built)
+    twins = last_summary(env, s.built)["identity_twins"]
+    assert (twins["released"], twins["live"], twins["kept"]) == (1, 0, 0), twins
+
+
+def last_summary(env: Env, built: Built) -> dict[str, Any]:
+    """The summary.json of the newest mark of ``built.repo`` (descending xids: the smallest name)."""
+    unified = built.root / "_lakefs" / "retention" / "gc" / "unified"
+    newest = min(unified.iterdir(), key=lambda p: p.name)
+    return json.loads((newest / "summary.json").read_text())  # type: ignore[no-any-return]

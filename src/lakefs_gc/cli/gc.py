@@ -298,8 +298,9 @@ class _Run:
         self.printer.mark(result)
         if command != "run":
             return
+        saving = f", est. saving {result.monthly_saving}/month" if result.monthly_saving else ""
         question = (
-            f"Delete {result.marked} objects ({human_bytes(result.marked_bytes)}) "
+            f"Delete {result.marked} objects ({human_bytes(result.marked_bytes)}{saving}) "
             f"from {result.storage_namespace}?"
         )
         if result.marked and not self.dry_run and not confirm(question):

@@ -9,7 +9,8 @@ policy: how conservative to be, and how hard to push.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 
@@ -30,6 +31,8 @@ class MarkParams:
     max_inventory_age: timedelta
     #: Spark tasks per stage; None: the session's default parallelism
     parallelism: int | None = None
+    #: storage prices per GiB-month by ``<blockstore>/<class>`` over :data:`gc.cost.DEFAULT_PRICES`
+    prices: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -10,9 +10,13 @@ stores and the dry run's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import datetime, timedelta, timezone
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from lakefs_gc.gc.retention import CommitGraph
+    from lakefs_gc.gc.twins import StatAnswer
 
 
 class Clock(Protocol):
@@ -59,6 +63,8 @@ class CommitsExport(Protocol):
 
     @property
     def location(self) -> str: ...
+    @property
+    def run_id(self) -> str: ...
 
 
 class RefsReader(Protocol):
@@ -85,6 +91,22 @@ class RefsReader(Protocol):
     def meta_range_location(self, repository: str, meta_range_id: str) -> str: ...
 
     def range_location(self, repository: str, range_id: str) -> str: ...
+
+
+class CommitGraphReader(Protocol):
+    """lakeFS's commit graph for the retention cross-check (docs/invariants.md, invariant 6).
+
+    ``seeds`` are commits that must be in the graph besides the branch HEADs (lakeFS's exported
+    active commits, which include dangling ones no branch reaches). Raises rather than answer with
+    a partial graph (invariant 4): a missing commit would mean fewer active commits.
+    """
+
+    def commit_graph(self, repository: str, seeds: Collection[str]) -> CommitGraph: ...
+
+    def served_address(self, repository: str, branch: str, path: str) -> StatAnswer:
+        """The physical address ``branch`` serves at ``path``, as lakeFS spells it (for the
+        identity-twin guard); never raises: a failure is an ``unknown`` answer."""
+        ...
 
 
 class DeleteResult(Protocol):

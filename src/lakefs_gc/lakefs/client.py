@@ -55,6 +55,12 @@ Operation = Literal[
     "prepare commits status",
     "get metarange",
     "get range",
+    "list branches",
+    "list tags",
+    "get gc rules",
+    "log commits",
+    "get commit",
+    "stat object",
 ]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 
@@ -146,6 +152,15 @@ class LakeFSClient:
         self._metadata = MetadataApi(self._api)
         self._timeout = (connection.connect_timeout, connection.read_timeout)
 
+    @property
+    def sdk(self) -> ApiClient:
+        """The SDK client, for adapters beside this one (:mod:`.commit_graph`); they call via :meth:`call`."""
+        return self._api
+
+    @property
+    def request_timeout(self) -> tuple[float, float]:
+        return self._timeout
+
     def close(self) -> None:
         self._api.close()  # type: ignore[no-untyped-call]
 
@@ -160,7 +175,7 @@ class LakeFSClient:
     # ---- repository and configuration -------------------------------------------------------
 
     def get_repository(self, repository: str) -> Repository:
-        repo = self._call(
+        repo = self.call(
             "get repository",
             repository,
             lambda: self._repositories.get_repository(repository, _request_timeout=self._timeout),
@@ -180,7 +195,7 @@ class LakeFSClient:
         A single-blockstore server empties ``storage_config_list``; then ``storage_config`` is
         the answer. With several blockstores the entry whose ``blockstore_id`` matches is.
         """
-        config = self._call(
+        config = self.call(
             "get config", None, lambda: self._config.get_config(_request_timeout=self._timeout)
         )
         configs = list(config.storage_config_list or [])
@@ -201,7 +216,7 @@ class LakeFSClient:
         Older servers do not expose it; then ``default`` is used if given, else it is an error.
         """
         try:
-            gc_config = self._call(
+            gc_config = self.call(
                 "get garbage collection config",
                 None,
                 lambda: self._internal.get_garbage_collection_config(_request_timeout=self._timeout),
@@ -232,7 +247,7 @@ class LakeFSClient:
 
     def _uncommitted_page(self, repository: str, token: str | None) -> UncommittedPage:
         request = PrepareGCUncommittedRequest(continuation_token=token)
-        page = self._call(
+        page = self.call(
             "prepare uncommitted",
             repository,
             lambda: self._internal.prepare_garbage_collection_uncommitted(
@@ -254,7 +269,7 @@ class LakeFSClient:
         """
         overall = self._polling.timeout if timeout is None else timeout
         try:
-            task = self._call(
+            task = self.call(
                 "start prepare commits (async)",
                 repository,
                 lambda: self._internal.prepare_garbage_collection_commits_async(
@@ -273,7 +288,7 @@ class LakeFSClient:
 
     def _prepare_commits_blocking(self, repository: str, timeout: float) -> CommitsExport:
         try:
-            result = self._call(
+            result = self.call(
                 "prepare commits",
                 repository,
                 lambda: self._internal.prepare_garbage_collection_commits(
@@ -295,7 +310,7 @@ class LakeFSClient:
         deadline = polling.clock() + timeout
         delay = polling.initial_delay
         while True:
-            status = self._call(
+            status = self.call(
                 "prepare commits status",
                 repository,
                 lambda: self._internal.prepare_garbage_collection_commits_status(
@@ -318,7 +333,7 @@ class LakeFSClient:
 
     def meta_range_location(self, repository: str, meta_range_id: str) -> str:
         """Where the metarange file lives; usually ``_lakefs/<id>`` relative to the namespace."""
-        uri = self._call(
+        uri = self.call(
             "get metarange",
             repository,
             lambda: self._metadata.get_meta_range(repository, meta_range_id, _request_timeout=self._timeout),
@@ -328,7 +343,7 @@ class LakeFSClient:
 
     def range_location(self, repository: str, range_id: str) -> str:
         """Where the range file lives; usually ``_lakefs/<id>`` relative to the namespace."""
-        uri = self._call(
+        uri = self.call(
             "get range",
             repository,
             lambda: self._metadata.get_range(repository, range_id, _request_timeout=self._timeout),
@@ -338,7 +353,7 @@ class LakeFSClient:
 
     # ---- plumbing -----------------------------------------------------------------------------
 
-    def _call(
+    def call(
         self,
         operation: Operation,
         repository: str | None,

@@ -142,6 +142,9 @@ class GcCycle:
         m.bytes_marked.labels(repo).inc(mark.marked_bytes)
         if mark.candidates is not None:
             m.candidate_set_objects.labels(repo).set(int(mark.candidates))
+        saving = (result.summary.get("cost") or {}).get("monthly_saving_exact")
+        if saving is not None:
+            m.marked_monthly_saving.labels(repo).set(float(saving))
         if not self.schedule.sweep:
             self._cycle_succeeded()
 

@@ -67,6 +67,11 @@ class Metrics:
             "lakefs_gc_candidate_set_objects", "Objects in the repository's candidate set at its last mark",
             repo, registry=r,
         )  # fmt: skip
+        self.marked_monthly_saving = Gauge(
+            "lakefs_gc_marked_monthly_saving",
+            "Estimated monthly storage saving of the repository's last mark (currency of the price table)",
+            repo, registry=r,
+        )  # fmt: skip
         self.mark_duration = Histogram(
             "lakefs_gc_mark_duration_seconds",
             "Wall time of marks",

@@ -34,6 +34,7 @@ COMMITS_ASYNC = r"/gc/prepare_commits/async$"
 COMMITS_BLOCKING = r"/gc/prepare_commits$"
 RANGE = r"/metadata/range/[^/]+$"
 META_RANGE = r"/metadata/meta_range/[^/]+$"
+BRANCHES = r"/repositories/[^/]+/branches$"
 
 
 @dataclass
@@ -130,6 +131,9 @@ def fault(**kwargs: object) -> Inject:
             "HTTP 500",
             id="commits-500-and-fallback-500",
         ),
+        # the retention cross-check reads the commit graph (docs/invariants.md, invariant 6); its other
+        # calls failing are covered without Spark by tests/lakefs/test_commit_graph.py
+        pytest.param(fault(path=BRANCHES, status=500), 4, True, "HTTP 500", id="list-branches-500"),
         pytest.param(fault(path=META_RANGE, status=404), 4, True, "HTTP 404", id="metarange-404"),
         pytest.param(fault(path=RANGE, status=500), 4, True, "HTTP 500", id="range-500"),
         pytest.param(

@@ -16,23 +16,51 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame
 
 
-def classify(listed: DataFrame, *, committed: DataFrame, uncommitted: DataFrame, cutoff: Cutoff) -> DataFrame:
-    """``listed`` plus a ``reason`` column (one of :data:`lakefs_gc.gc.reasons.REASONS`)."""
+def classify(
+    listed: DataFrame,
+    *,
+    committed: DataFrame,
+    uncommitted: DataFrame,
+    cutoff: Cutoff,
+    retained: DataFrame | None = None,
+) -> DataFrame:
+    """``listed`` plus a ``reason`` column (one of :data:`lakefs_gc.gc.reasons.REASONS`).
+
+    ``retained``: addresses of the commits only the retention cross-check keeps (docs/invariants.md,
+    invariant 6): it only ever keeps more.
+    """
     from pyspark.sql import functions as F
 
-    in_commit = committed.select("address").distinct().withColumn("_committed", F.lit(True))
-    staged = uncommitted.select("address").distinct().withColumn("_staged", F.lit(True))
-    joined = listed.join(in_commit, "address", "left").join(staged, "address", "left")
+    def flagged(addresses: DataFrame, flag: str) -> DataFrame:
+        return addresses.select("address").distinct().withColumn(flag, F.lit(True))
+
+    joined = listed.join(flagged(committed, "_committed"), "address", "left")
+    joined = joined.join(flagged(uncommitted, "_staged"), "address", "left")
+    if retained is None:
+        joined = joined.withColumn("_retained", F.lit(None).cast("boolean"))
+    else:
+        joined = joined.join(flagged(retained, "_retained"), "address", "left")
     modified = F.col("last_modified")
     # an unknown modification time is treated as new: never collect what cannot be dated
     too_young = modified.isNull() | (modified >= F.lit(cutoff.time))
     reason = (
         F.when(F.col("_committed").isNotNull(), F.lit(reasons.COMMITTED))
         .when(F.col("_staged").isNotNull(), F.lit(reasons.UNCOMMITTED))
+        .when(F.col("_retained").isNotNull(), F.lit(reasons.RETENTION_CROSS_CHECK))
         .when(too_young, F.lit(reasons.TOO_YOUNG))
         .otherwise(F.lit(reasons.GARBAGE))
     )
-    return joined.withColumn("reason", reason).drop("_committed", "_staged")
+    return joined.withColumn("reason", reason).drop("_committed", "_staged", "_retained")
+
+
+def keep_as(classified: DataFrame, addresses: DataFrame, reason: str) -> DataFrame:
+    """``classified`` with the garbage among ``addresses`` kept for ``reason`` (a guard's verdict)."""
+    from pyspark.sql import functions as F
+
+    flagged = addresses.select("address").distinct().withColumn("_keep", F.lit(True))
+    joined = classified.join(flagged, "address", "left")
+    keep = (F.col("reason") == reasons.GARBAGE) & F.col("_keep").isNotNull()
+    return joined.withColumn("reason", F.when(keep, F.lit(reason)).otherwise(F.col("reason"))).drop("_keep")
 
 
 def garbage(classified: DataFrame) -> DataFrame:

@@ -33,15 +33,25 @@ from typing import TYPE_CHECKING, Any
 from lakefs_gc import __version__
 from lakefs_gc.errors import ConfigError, GcError, StorageError
 from lakefs_gc.gc import reasons
+from lakefs_gc.gc.cost import mark_cost
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
 from lakefs_gc.gc.reports import MarkSummary, int_or_none
+from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
+from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
-from lakefs_gc.spark.mark.algebra import classify, garbage
+from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
-from lakefs_gc.spark.mark.references import LakeFSRefs, committed_frames, dump_frame, read_active_commits
+from lakefs_gc.spark.mark.references import (
+    LakeFSRefs,
+    MetadataReader,
+    committed_frames,
+    dump_frame,
+    read_commits_export,
+)
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
+from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
@@ -79,6 +89,12 @@ class MarkResult:
     def marked_bytes(self) -> int:
         """Their total size."""
         return int(self.summary.get("num_deleted_bytes", 0) or 0)
+
+    @property
+    def monthly_saving(self) -> str | None:
+        """The estimated monthly saving of sweeping this mark, ``"<amount> <currency>"`` (None: unknown)."""
+        cost = self.summary.get("cost") or {}
+        return f"{cost['monthly_saving']} {cost['currency']}" if cost.get("monthly_saving") else None
 
     @property
     def listed(self) -> int | None:
@@ -202,16 +218,22 @@ class _MarkRun:
         assert self.dump is not None
         uncommitted = self._uncommitted(self.dump)
         self.say(f"{self.repo.id}: asking lakeFS for the active commits")
-        commits = read_active_commits(
+        export_run_id, commits = read_commits_export(
             self.refs.api,
             self.repo.id,
             options=self.refs.storage,
             timeout=self.params.prepare_commits_timeout,
         )
+        checked = self._cross_check(commits, export_run_id)
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
         range_ids, committed = self._committed(metaranges)
+        retained = None
+        if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
+            extra_ids, retained = self._committed(list(checked.extra_metaranges))
+            range_ids = range_ids.union(extra_ids).distinct()
+            metaranges = sorted({*metaranges, *checked.extra_metaranges})
         range_ids = self._persist(range_ids)
         self.say(
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
@@ -222,18 +244,61 @@ class _MarkRun:
         )
         self.stats.update(found.stats)
         classified = self._persist(
-            classify(found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff)
-        )
+            classify(
+                found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff,
+                retained=retained,
+            )
+        )  # fmt: skip
+        classified = self._guard_twins(classified, checked)
         counts, first_slice = self._count_reasons(classified)
+        self.stats["retention_cross_check"] = {
+            **checked.check.summary(),
+            **counts[reasons.RETENTION_CROSS_CHECK],
+            "commits_read": checked.commits_read,
+            "now": checked.now.isoformat().replace("+00:00", "Z"),
+        }
         self.first_slice = first_slice if found.first_slice is None else found.first_slice
         self.say(f"{self.repo.id}: writing the report")
         self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
         write_metaranges(metaranges, self.report)  # after ranges/: all their ranges are recorded
         marked, marked_bytes = write_marked(garbage(classified), self.report)
+        self.stats["cost"] = mark_cost(self.namespace.kind, marked, marked_bytes, self.params.prices)
         expected = counts[reasons.GARBAGE]["objects"]
         if marked != expected:
             raise GcError(f"mark {self.run_id}: wrote {marked} marked addresses but counted {expected}")
         return marked, marked_bytes
+
+    def _cross_check(self, commits: ActiveCommits, export_run_id: str) -> CheckedCommits:
+        """lakeFS's active commits against the documented rule (invariant 6); the union is kept."""
+        self.say(f"{self.repo.id}: cross-checking the active commits with the commit graph")
+        checked = cross_check_export(
+            self.refs.graph, self.repo.id, commits, export_run_id=export_run_id, start=self.start
+        )
+        if checked.check.kept_beyond_lakefs:
+            self.say(
+                f"{self.repo.id}: keeping {len(checked.check.kept_beyond_lakefs)} commits lakeFS's export "
+                f"expired but its documented retention keeps: {sorted(checked.check.kept_beyond_lakefs)}"
+            )
+        return checked
+
+    def _guard_twins(self, classified: DataFrame, checked: CheckedCommits) -> DataFrame:
+        """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`)."""
+        marked = garbage(classified)
+        if not marked.take(1):
+            self.stats["identity_twins"] = guard_twins_none()
+            return classified
+        refs, repo = self.refs, self.repo
+        reader = MetadataReader(
+            refs.connection, repo.id, repo.storage_namespace, self.namespace, refs.storage
+        )
+        guard = guard_twins(
+            self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph,
+            parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"),
+        )  # fmt: skip
+        self.stats["identity_twins"] = guard.counts
+        if guard.kept is None:
+            return classified
+        return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
 
     def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
         """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""

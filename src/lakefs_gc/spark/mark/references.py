@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
-from lakefs_gc.gc.ports import RefsReader, StagedExport
+from lakefs_gc.gc.ports import CommitGraphReader, RefsReader, StagedExport
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.lakefs.exports import (
     ActiveCommits,
@@ -57,11 +57,14 @@ class LakeFSRefs:
     """lakeFS as a mark reads it: ``api`` answers on the driver (one client per command, built at
     the edge); ``connection`` is what each executor task opens its own client with (clients are
     never pickled); ``storage`` reaches the namespace, where lakeFS writes its exports and ranges
-    and the mark its report."""
+    and the mark its report; ``graph`` reads the commit graph (cached by commit id, so keep one
+    per client)."""
 
     api: RefsReader
     connection: LakeFSConnection
     storage: StorageOptions
+    #: the commit graph for the retention cross-check (docs/invariants.md, invariant 6)
+    graph: CommitGraphReader
 
 
 def committed_frames(
@@ -138,17 +141,17 @@ class MetadataReader:
 
     def read_metarange(self, client: RefsReader, fs: pafs.FileSystem, metarange_id: str) -> list[str]:
         """The range ids of one metarange (one lakeFS call, one file read)."""
-        location = self._resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
+        location = self.resolve(metarange_id, client.meta_range_location(self.repository, metarange_id))
         with open_sstable(fs, location, location.fs_path) as table:
             return list(range_ids_of_metarange(table))
 
     def read_range(self, client: RefsReader, fs: pafs.FileSystem, range_id: str) -> Iterator[str]:
         """The normalised committed addresses of one range (one lakeFS call, one file read)."""
-        location = self._resolve(range_id, client.range_location(self.repository, range_id))
+        location = self.resolve(range_id, client.range_location(self.repository, range_id))
         with open_sstable(fs, location, location.fs_path) as table:
             yield from committed_addresses_of_range(table, self.storage_namespace)
 
-    def _resolve(self, object_id: str, api_location: str) -> StorageLocation:
+    def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(
             self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
         )
@@ -159,10 +162,17 @@ def read_active_commits(
 ) -> ActiveCommits:
     """Ask lakeFS for the active commits and read its CSV (after the uncommitted dump:
     docs/formats/lakefs-gc-api.md, "Order of the calls")."""
+    return read_commits_export(client, repository, options=options, timeout=timeout)[1]
+
+
+def read_commits_export(
+    client: RefsReader, repository: str, *, options: StorageOptions, timeout: timedelta
+) -> tuple[str, ActiveCommits]:
+    """:func:`read_active_commits` with the export's run id (it dates lakeFS's clock)."""
     export = client.prepare_commits(repository, timeout=timeout.total_seconds())
     location = parse_location(export.location, local_root=options.local_root)
     fs, path = filesystem_for(location, options)
-    return read_commits_csv(fs, path)
+    return export.run_id, read_commits_csv(fs, path)
 
 
 @dataclass(frozen=True)
