@@ -37,7 +37,10 @@ def generate(
     tables = Tables(store, split, spec.cache_mib << 20)
     objects = Objects(store, spec.seed, spec.slice_objects, spec.object_size, spec.physical)
     history = History(ctx, spec, plan, namespace, tables, objects, progress)
-    history.run()
+    try:
+        history.run()
+    finally:
+        objects.close()
     tables.forget()  # the cached blocks are of no use to the outputs
     heads = {name: head for name, (head, _hidden) in history.heads.items()}
     active = active_commits(history.nodes, heads, GCRules(spec.retention_days, {}), now)
@@ -57,7 +60,7 @@ def generate(
         spec.repository, namespace, commits=len(history.nodes), branches=len(history.heads),
         deleted_branches=sum(1 for b in plan.branches if b.deleted), physical_objects=counts.physical,
         garbage=counts.garbage, live=counts.physical - counts.garbage,
-        by_kind=dict(sorted((counts.by_kind or {}).items())),
+        by_kind=dict(sorted(counts.by_kind.items())),
         tables=plan.tables, range_entries=split.raggedness, ranges_written=stats.ranges,
         range_records_written=stats.range_records, metaranges_written=stats.metaranges,
         metadata_bytes=stats.bytes, head_ranges=history.head_ranges, staged_entries=history.staged_entries,

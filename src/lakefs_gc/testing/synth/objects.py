@@ -81,6 +81,8 @@ class Objects:
         #: each slice's name: the descending xid of its first object's creation time
         self.slices: list[str] = []
         self.written = 0
+        self._dir_fd: int | None = None
+        self._dir_name = ""
 
     def address(self, seq: int, created: int) -> str:
         return f"data/{self.slices[seq // self.slice_objects]}/{self._xid(created, seq)}"
@@ -129,16 +131,29 @@ class Objects:
     def _write(self, address: str, data: bytes, created: int) -> None:
         if not self.store.is_local:
             self.store.put(address, data)
+            self.written += 1
             return
-        path = self.store.path(address)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        directory, name = address.rsplit("/", 1)
+        if directory != self._dir_name:  # names resolved against the slice's open directory
+            self._close_dir()
+            self._dir_fd = os.open(self.store.path(directory), os.O_RDONLY | os.O_DIRECTORY)
+            self._dir_name = directory
+        fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self._dir_fd)
         try:
             os.write(fd, data)
+            stamp = created * 1_000_000_000
+            os.utime(fd, ns=(stamp, stamp))
         finally:
             os.close(fd)
-        stamp = created * 1_000_000_000
-        os.utime(path, ns=(stamp, stamp))
         self.written += 1
+
+    def close(self) -> None:
+        self._close_dir()
+
+    def _close_dir(self) -> None:
+        if self._dir_fd is not None:
+            os.close(self._dir_fd)
+            self._dir_fd, self._dir_name = None, ""
 
 
 def _zigzag_len(n: int) -> bytes:

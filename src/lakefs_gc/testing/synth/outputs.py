@@ -17,7 +17,7 @@ import io
 import json
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from urllib.parse import quote_plus
@@ -59,7 +59,7 @@ class InventoryTarget:
 class Counts:
     physical: int = 0
     garbage: int = 0
-    by_kind: dict[str, int] | None = None
+    by_kind: dict[str, int] = field(default_factory=dict)
 
 
 def write_outputs(
@@ -68,23 +68,20 @@ def write_outputs(
     snapshot: datetime,
 ) -> tuple[Counts, str]:  # fmt: skip
     """Write the manifest (and the inventory); return the counts and the inventory manifest path."""
-    counts = Counts(by_kind={})
+    counts = Counts()
     parts = _ManifestParts(manifest) if manifest is not None else None
     delivery = _Delivery(*inventory, snapshot) if inventory is not None else None
     for group in groups:
         if group.count <= 0:
             continue
         garbage = not live(group)
-        addresses = [
-            objects.address(s, group.created) for s in range(group.first_seq, group.first_seq + group.count)
-        ]
         key = f"{group.kind}:{'garbage' if garbage else 'live'}"
-        assert counts.by_kind is not None
         counts.by_kind[key] = counts.by_kind.get(key, 0) + group.count
         counts.physical += group.count
         counts.garbage += group.count if garbage else 0
-        for start in range(0, len(addresses), BATCH_ROWS):
-            chunk = addresses[start : start + BATCH_ROWS]
+        end = group.first_seq + group.count
+        for start in range(group.first_seq, end, BATCH_ROWS):
+            chunk = [objects.address(s, group.created) for s in range(start, min(end, start + BATCH_ROWS))]
             if parts is not None:
                 parts.add(chunk, objects.object_size, group.created, group.kind, garbage)
             if delivery is not None:
