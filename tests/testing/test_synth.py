@@ -27,7 +27,7 @@ from lakefs_gc.testing.context import ServerContext, ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
 from lakefs_gc.testing.store import Store
 from lakefs_gc.testing.synth import SynthSpec, synthesize
-from tests.batch.conftest import run_cli
+from tests.support.gc_env import run_cli
 from tests.testing.gc_view import gc_view
 from tests.testing.sdk import Lakefs
 

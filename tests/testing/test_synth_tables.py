@@ -21,7 +21,7 @@ from lakefs_gc.testing.synth.objects import Objects, XidMaker, xid
 from lakefs_gc.testing.synth.tablefile import assemble, read_blocks
 from lakefs_gc.testing.synth.tables import RangeSplit, Tables, Tree, commit_tree
 from lakefs_gc.testing.trees import _fnv1a, encode_value
-from tests.rocksdb import SstDump
+from tests.support.rocksdb import SstDump
 
 
 def _key(rng: random.Random) -> bytes:

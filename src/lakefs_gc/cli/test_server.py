@@ -95,7 +95,12 @@ def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     add_state_option(synth, required=True, help="server state directory")
     add_repo_option(synth, repeat=False, default="synth", help="repository name")
     synth.add_argument("--namespace", help="storage namespace (default: local://<repository>)")
-    shape_group = synth.add_argument_group("shape (see below)")
+    _add_synth_shape(synth.add_argument_group("shape (see below)"))
+    _add_synth_output(synth.add_argument_group("output"))
+    synth.set_defaults(handler=run_synth)
+
+
+def _add_synth_shape(shape_group: argparse._ArgumentGroup) -> None:
     shape_group.add_argument(
         "--bottom-line", action="store_true",
         help="lakeFS's GC design bottom line: 20M objects, 1K branches, 30K commits, 5M uncommitted, "
@@ -124,7 +129,9 @@ def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     shape_group.add_argument("--slice-objects", type=int, default=10_000, help="objects per data/<slice>/")
     shape_group.add_argument("--object-size", type=int, default=16, help="bytes per object")
     shape_group.add_argument("--seed", type=int, default=0)
-    out = synth.add_argument_group("output")
+
+
+def _add_synth_output(out: argparse._ArgumentGroup) -> None:
     out.add_argument(
         "--manifest", type=Path,
         help="directory of parquet parts for the manifest "
@@ -144,7 +151,6 @@ def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None
     out.add_argument("--inventory-rows-per-file", type=int, default=100_000, help="rows per data file")
     out.add_argument("--cache-mib", type=int, default=16,
                      help="memory for the blocks of recently rewritten ranges")  # fmt: skip
-    synth.set_defaults(handler=run_synth)
 
 
 def run(args: argparse.Namespace) -> int:
