@@ -1,9 +1,10 @@
 """Synthetic repositories: served by the same server, and their manifest is the GC ground truth.
 
 The must-shows of the streamed generator: at 10K objects the real mark (``lakefs-gc mark`` on
-the served exports, candidates from a listing of the physical objects, or from the S3 Inventory
-delivery written instead of them, Parquet and gzip CSV) marks exactly the manifest's garbage and
-keeps exactly the rest; and the generator's peak RSS does not grow from 50K to 500K objects.
+the served exports, candidates from a listing of the physical objects, or from the Parquet S3
+Inventory delivery written instead of them) marks exactly the manifest's garbage and keeps
+exactly the rest; the gzip CSV delivery, read by the mark's own reader and router, lists exactly
+the manifest's objects; and the generator's peak RSS does not grow from 50K to 500K objects.
 """
 
 from __future__ import annotations
