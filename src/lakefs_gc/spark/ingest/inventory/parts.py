@@ -31,8 +31,10 @@ class CandidatePartWriter:
     Row groups of about :data:`ROW_GROUP_ROWS` rows: a parquet write per small batch costs twice
     the time and makes a file of tiny row groups. The constant columns get a dictionary, the
     others (unique per row) do not. No column statistics: parts are only ever read whole, and
-    min/max of every string cost about 12 % of the write. Zstandard at level 1 costs what
-    Snappy does and makes parts about 43 % smaller (bench/inventory.py).
+    min/max of every string cost about 14 % of the write. Zstandard at level 1 costs about 15 %
+    more CPU than Snappy and makes parts 42 % smaller (less to store and to read back from an
+    object store); together, a part costs the CPU a Snappy part with statistics did
+    (bench/README.md, "Issue 17").
     """
 
     ROW_GROUP_ROWS = 128 * 1024
