@@ -13,7 +13,7 @@ import random
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakefs_gc.errors import SSTableFormatError
@@ -74,7 +74,7 @@ entries = st.builds(
 
 
 @given(st.lists(entries, min_size=1, max_size=30), st.integers(min_value=1, max_value=16))
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared cores
 def test_agrees_with_the_general_path_on_any_entries(items: list[Entry], interval: int) -> None:
     block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], interval)
     assert block_addresses(block, tagged) == general(block)

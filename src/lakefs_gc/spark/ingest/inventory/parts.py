@@ -34,7 +34,7 @@ class CandidatePartWriter:
     min/max of every string cost about 14 % of the write. Zstandard at level 1 costs about 15 %
     more CPU than Snappy and makes parts 42 % smaller (less to store and to read back from an
     object store); together, a part costs the CPU a Snappy part with statistics did
-    (bench/README.md, "Issue 17").
+    (measured in bench/README.md, section Issue 17).
     """
 
     ROW_GROUP_ROWS = 128 * 1024
