@@ -640,9 +640,10 @@ def gc_cycle(
     return out
 
 
-def add_commits(info: dict[str, Any], spec: Spec, fraction: float) -> dict[str, Any]:
+def add_commits(info: dict[str, Any], spec: Spec, fraction: float, tables: int) -> dict[str, Any]:
     """``fraction`` more commits (on as many branches) adding ``fraction`` more objects, each
-    commit's objects at the end of one existing table partition (``tables/tNNNNN/``)."""
+    commit's objects a new partition at the end of one of the synthesized tables
+    (``tables/tNNNN/date=…/``, as the synthesizer's own commits append)."""
     from lakefs_sdk.api.commits_api import CommitsApi
     from lakefs_sdk.api.objects_api import ObjectsApi
     from lakefs_sdk.api_client import ApiClient
@@ -652,7 +653,7 @@ def add_commits(info: dict[str, Any], spec: Spec, fraction: float) -> dict[str, 
     commits = max(1, round(spec.commits * fraction))
     objects = max(commits, round(spec.objects * fraction))
     branches = ["main", *(f"branch-{i:04d}" for i in range(0, spec.branches - 1, 2))]  # not the hidden one
-    partitions = max(1, (spec.commits + 9) // 10)
+    day = time.strftime("%Y-%m-%d", time.gmtime())
     tag = uuid.uuid4().hex[:6]
     configuration = Configuration(
         host=info["endpoint"], username=info["access_key_id"], password=info["secret_access_key"]
@@ -664,7 +665,7 @@ def add_commits(info: dict[str, Any], spec: Spec, fraction: float) -> dict[str, 
         uploads, commit_api = ObjectsApi(api), CommitsApi(api)
         for k in range(commits):
             branch = branches[k % len(branches)]
-            table = f"tables/t{(k * 7919) % partitions:05d}"
+            table = f"tables/t{(k * 7919) % tables:04d}/date={day}"
             paths = [f"{table}/part-bench{tag}-{k:04d}-{j:06d}.parquet" for j in range(k, objects, commits)]
             upload = partial(uploads.upload_object, REPOSITORY, branch, content=content.name)
             with ThreadPoolExecutor(UPLOAD_THREADS) as pool:
@@ -695,7 +696,7 @@ def bench_gc(spark: Any, args: Any, workdir: Path) -> dict[str, Any]:
             out["uncached_first"] = gc_cycle(spark, settings, None, servers, sweep=False)
         say("gc: first cycle")
         out["first"] = gc_cycle(spark, settings, cache, servers, sweep=True)
-        out["added"] = add_commits(server.info, spec, args.new_fraction)
+        out["added"] = add_commits(server.info, spec, args.new_fraction, int(synth.get("tables") or 1))
         say("gc: second cycle")
         out["second"] = gc_cycle(spark, settings, cache, servers, sweep=True)
         if not args.no_uncached:

@@ -101,6 +101,29 @@ def test_rows_routed_from_record_batches_and_many_chunks() -> None:
         assert out.schema == CANDIDATE_SCHEMA
 
 
+def test_one_bucket_and_prefixes_of_any_character() -> None:
+    """An S3 inventory lists one bucket, so the bucket test is skipped once every row is in it;
+    a prefix is cut off by bytes, and what remains must still be whole characters."""
+    routes = [NamespaceRoute("u", "bkt", "répos/ü€/"), NamespaceRoute("root", "bkt", "")]
+    table = rows(
+        ("bkt", "répos/ü€/data/s/ä𝄞"),
+        ("bkt", "data/s/x"),
+        ("bkt", "répos/ü€x/data/s/y"),  # a sibling prefix: the root namespace's, and not deletable there
+        ("bkt", "répos/ü€/data/s/"),  # trailing slash: never
+        ("bkt", "répos/ü€/data/.s/z"),  # a segment starting with a dot: deletable, by the patterns
+    )
+    for table_in in (table, table.slice(1), pa.concat_tables([table.slice(0, 2), table.slice(2)])):
+        out = route_rows(table_in, routes, delivery_id="d", snapshot_time=SNAP)
+        got = sorted(
+            zip(out.column("repository").to_pylist(), out.column("address").to_pylist(), strict=True)
+        )
+        expected = [("root", "data/s/x"), ("u", "data/.s/z"), ("u", "data/s/ä𝄞")]
+        assert got == [e for e in expected if table_in.num_rows == 5 or e != ("u", "data/s/ä𝄞")]
+    mixed = pa.concat_tables([table, rows(("other", "répos/ü€/data/s/q"))])
+    out = route_rows(mixed, routes, delivery_id="d", snapshot_time=SNAP)
+    assert "data/s/q" not in out.column("address").to_pylist()  # another bucket's row is no one's
+
+
 # ---- deletable_keys is deletable_key -------------------------------------------------------------
 
 #: characters and words the rule turns on: separators, dots, URI schemes, lakeFS's own names
@@ -152,3 +175,14 @@ def test_deletable_keys_of_null_is_false() -> None:
     assert deletable_keys(pa.array(["data/s/x", None, "x"], pa.string())).to_pylist() == [True, False, True]
     chunked = pa.chunked_array([pa.array(["data/s/x"]), pa.array(["a/b", "y"])])
     assert deletable_keys(chunked).to_pylist() == [True, False, True]
+
+
+def test_deletable_keys_on_sliced_arrays_and_nulls_between() -> None:
+    """The byte tests read Arrow's buffers directly: slices (an offset into the buffers) and null
+    slots between keys must not shift a key's bytes onto its neighbour."""
+    keys = ["data/s/x", None, "data//x", "data/s/", "", "data/.a/b", None, "x", "data/a", "data/s/y/z"]
+    array = pa.array(keys * 3, pa.string())
+    for start in range(len(keys)):
+        part = array.slice(start, 2 * len(keys) - 3)
+        expected = [k is not None and deletable_key(k) for k in part.to_pylist()]
+        assert deletable_keys(part).to_pylist() == expected, start

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import re
 import shutil
 from pathlib import Path
 
@@ -17,7 +19,8 @@ from lakefs_gc.lakefs.ranges import (
     range_ids_of_metarange,
     range_ids_of_metaranges,
 )
-from lakefs_gc.sstable import AddressType, Entry, SSTableReader, write_metarange, write_range
+from lakefs_gc.sstable import AddressType, Entry, SSTableReader, TableWriter, write_metarange, write_range
+from lakefs_gc.sstable.graveler import marshal_value
 from lakefs_gc.storage.locations import parse_storage_namespace
 
 FIXTURE_RANGE_ID = "a83af763ba098c15369d9d6d723731eb9ce18b8dfac4f88c6f1287e772393d0e"
@@ -129,3 +132,34 @@ def test_open_sstable_closes_on_error(tmp_path: Path) -> None:
     ns = parse_storage_namespace(str(tmp_path))
     with pytest.raises(SSTableFormatError, match="bad"), open_sstable(FS, ns.join("bad"), str(bad)):
         pass
+
+
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [
+        (b"\x0a\x02\xff\xfe\x30\x01", "undecodable range entry at key b'k/1'"),  # address not UTF-8
+        (b"\x0a\x01x\x30\x03", "undecodable range entry at key b'k/1'"),  # unknown address type
+        (b"\x0a\x09x", "undecodable range entry at key b'k/1'"),  # address overruns the entry
+    ],
+)
+def test_the_marks_path_fails_closed_on_a_bad_entry(value: bytes, why: str) -> None:
+    """The mark reads ranges through the addresses-only fast path; an entry it cannot decode (in
+    a block whose checksum is right) aborts the mark with the general decoder's error naming the
+    file and the key (docs/invariants.md, invariant 4), never a range with an entry missing."""
+    out = io.BytesIO()
+    writer = TableWriter(out, compress=True)
+    for i in range(3):
+        data = value if i == 1 else b"\x0a\x08data/s/%d\x30\x01" % i
+        writer.add(b"k/%d" % i, marshal_value(b"id", data))
+    writer.finish({})
+    reader = SSTableReader(out.getvalue(), name="_lakefs/r1")
+    with pytest.raises(SSTableFormatError, match=re.escape(why)) as err:
+        list(committed_addresses_of_range(reader, "s3://bucket/ns/"))
+    assert err.value.name == "_lakefs/r1"
+
+
+def test_the_marks_path_fails_closed_on_a_bad_checksum(lakefs_sstables: Path) -> None:
+    raw = bytearray((lakefs_sstables / "ok1.sst").read_bytes())
+    raw[100] ^= 0x01  # inside the first data block
+    with pytest.raises(SSTableFormatError, match=re.escape("ok1.sst")):
+        list(committed_addresses_of_range(SSTableReader(bytes(raw), name="ok1.sst"), "s3://b/ns/"))

@@ -66,18 +66,28 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         help="staged entries per prepare_uncommitted page (default 100000; lower it to test pagination)",
     )  # fmt: skip
     parser.set_defaults(handler=run)
-    _register_synth(parser.add_subparsers(title="test-server commands", metavar="COMMAND"))
+    sub = parser.add_subparsers(title="test-server commands", metavar="COMMAND")
+    _add_synth(sub)
 
 
-def _register_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+class _SynthHelp(DefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Defaults shown, and the shape's description kept as written."""
+
+
+def _add_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    from lakefs_gc.testing import synth as synth_module
+
+    doc = synth_module.__doc__ or ""
+    shape = doc[doc.find("The shape") :]
     synth = sub.add_parser(
         "synth",
         help="write a synthetic repository into --state/--storage-root, then exit",
-        description="Write a synthetic repository (history, branches, staging and garbage of every kind) "
-        "straight into the server's state and storage, plus a manifest telling, for every physical object, "
-        "whether a correct GC must delete it. Serve it afterwards with `lakefs-gc test-server` and the same "
-        "--storage-root/--state.",
-        formatter_class=DefaultsHelpFormatter,
+        description="Write a synthetic repository (history, branches, staging and garbage of every\n"
+        "kind) straight into the server's state and storage, streaming (memory does not grow with the\n"
+        "objects), plus a manifest telling, for every physical object, whether a correct GC must delete\n"
+        "it. Serve it afterwards with `lakefs-gc test-server` and the same --storage-root/--state.",
+        epilog=shape,
+        formatter_class=_SynthHelp,
     )
     synth.add_argument(
         "--storage-root", type=Path, required=True, help="root directory of local:// namespaces"
@@ -85,18 +95,62 @@ def _register_synth(sub: argparse._SubParsersAction[argparse.ArgumentParser]) ->
     add_state_option(synth, required=True, help="server state directory")
     add_repo_option(synth, repeat=False, default="synth", help="repository name")
     synth.add_argument("--namespace", help="storage namespace (default: local://<repository>)")
-    synth.add_argument("--objects", type=int, default=10_000, help="committed objects")
-    synth.add_argument("--commits", type=int, default=100, help="commits on main")
-    synth.add_argument("--days", type=int, default=30, help="days the history spans")
-    synth.add_argument("--branches", type=int, default=10, help="branches at the end, main included")
-    synth.add_argument("--uncommitted", type=int, default=1_000, help="staged objects")
-    synth.add_argument("--garbage", type=int, default=1_000, help="garbage objects to create (approximate)")
-    synth.add_argument("--retention-days", type=int, default=7, help="default GC retention rule")
-    synth.add_argument("--seed", type=int, default=0)
-    synth.add_argument(
-        "--manifest", type=Path, help="parquet manifest (default: <state>/<repo>-manifest.parquet)"
-    )
+    _add_synth_shape(synth.add_argument_group("shape (see below)"))
+    _add_synth_output(synth.add_argument_group("output"))
     synth.set_defaults(handler=run_synth)
+
+
+def _add_synth_shape(shape_group: argparse._ArgumentGroup) -> None:
+    shape_group.add_argument(
+        "--bottom-line", action="store_true",
+        help="lakeFS's GC design bottom line: 20M objects, 1K branches, 30K commits, 5M uncommitted, "
+        "1M garbage (explicit counts override it)",
+    )  # fmt: skip
+    shape_group.add_argument(
+        "--objects", type=int, help="committed objects in the branch heads (default 10000)"
+    )
+    shape_group.add_argument("--commits", type=int, help="commits, on main and branches (default 100)")
+    shape_group.add_argument("--branches", type=int, help="branches at the end, main included (default 10)")
+    shape_group.add_argument("--uncommitted", type=int, help="staged objects (default 1000)")
+    shape_group.add_argument("--garbage", type=int, help="objects a correct GC deletes (default 1000)")
+    shape_group.add_argument("--days", type=int, default=30, help="days the history spans")
+    shape_group.add_argument(
+        "--retention-days", type=int, default=7, help="days the default GC rule retains (default: 7)"
+    )
+    shape_group.add_argument(
+        "--range-entries", type=int, default=0,
+        help="expected entries per range, lakeFS's raggedness (default 0: sqrt(objects), 100 to 50000)",
+    )  # fmt: skip
+    shape_group.add_argument("--range-max-bytes", type=int, default=20 * 1024 * 1024,
+                             help="largest range, as lakeFS's max_range_size_bytes")  # fmt: skip
+    shape_group.add_argument(
+        "--tables", type=int, default=0, help="tables commits write to (default 0: one per 100 main commits)"
+    )
+    shape_group.add_argument("--slice-objects", type=int, default=10_000, help="objects per data/<slice>/")
+    shape_group.add_argument("--object-size", type=int, default=16, help="bytes per object")
+    shape_group.add_argument("--seed", type=int, default=0)
+
+
+def _add_synth_output(out: argparse._ArgumentGroup) -> None:
+    out.add_argument(
+        "--manifest", type=Path,
+        help="directory of parquet parts for the manifest "
+        "(default: <state>/<repo>-manifest.parquet)",
+    )  # fmt: skip
+    out.add_argument(
+        "--no-objects", action="store_true",
+        help="write no physical object; an S3 Inventory delivery describes them instead (--inventory-to)",
+    )  # fmt: skip
+    out.add_argument(
+        "--inventory-to",
+        help="write an S3 Inventory delivery of the namespace here (default with --no-objects: "
+        "<state>/inventory); mark with `lakefs-gc mark --inventory` on the same location",
+    )  # fmt: skip
+    out.add_argument("--inventory-format", choices=("parquet", "csv"), default="parquet",
+                     help="Parquet, or gzip CSV with form-encoded keys, as S3 writes them")  # fmt: skip
+    out.add_argument("--inventory-rows-per-file", type=int, default=100_000, help="rows per data file")
+    out.add_argument("--cache-mib", type=int, default=16,
+                     help="memory for the blocks of recently rewritten ranges")  # fmt: skip
 
 
 def run(args: argparse.Namespace) -> int:
@@ -159,25 +213,39 @@ def _credentials(args: argparse.Namespace, cls: type[Credentials]) -> Credential
 
 
 def run_synth(args: argparse.Namespace) -> int:
+    from lakefs_gc.storage.locations import parse_location
     from lakefs_gc.testing.context import ServerContext, ServerSettings
     from lakefs_gc.testing.store import Store
-    from lakefs_gc.testing.synth import SynthSpec, synthesize
+    from lakefs_gc.testing.synth import BOTTOM_LINE, SynthSpec, synthesize
+    from lakefs_gc.testing.synth.outputs import InventoryTarget
 
+    counts = {"objects": 10_000, "commits": 100, "branches": 10, "uncommitted": 1_000, "garbage": 1_000}
+    if args.bottom_line:
+        counts.update(BOTTOM_LINE)
+    counts.update({k: getattr(args, k) for k in counts if getattr(args, k) is not None})
     args.storage_root.mkdir(parents=True, exist_ok=True)
     settings = ServerSettings(storage=StorageOptions(local_root=str(args.storage_root.resolve())))
     spec = SynthSpec(
-        repository=args.repo, namespace=args.namespace, objects=args.objects,
-        commits=args.commits,
-        days=args.days, branches=args.branches, uncommitted=args.uncommitted, garbage=args.garbage,
-        retention_days=args.retention_days, seed=args.seed,
+        repository=args.repo, namespace=args.namespace, days=args.days,
+        retention_days=args.retention_days, object_size=args.object_size, seed=args.seed,
+        range_entries=args.range_entries, range_max_bytes=args.range_max_bytes, tables=args.tables,
+        slice_objects=args.slice_objects,
+        physical=not args.no_objects, cache_mib=args.cache_mib, **counts,
     )  # fmt: skip
     manifest = args.manifest or args.state / f"{args.repo}-manifest.parquet"
+    inventory = None
+    destination = args.inventory_to or (str(args.state.resolve() / "inventory") if args.no_objects else None)
+    if destination is not None:
+        location = parse_location(destination, local_root=str(args.storage_root.resolve()))
+        inventory = InventoryTarget(location, args.inventory_format, args.inventory_rows_per_file)
     store = Store(args.state)
     try:
-        report = synthesize(ServerContext(store, settings), spec, manifest=manifest, progress=_progress)
+        report = synthesize(
+            ServerContext(store, settings), spec, manifest=manifest, inventory=inventory, progress=_progress
+        )
     finally:
         store.close()
-    print(json.dumps({**report.__dict__, "manifest": str(manifest)}, indent=2))
+    print(json.dumps({**report.__dict__, "inventory_to": destination}, indent=2))
     return 0
 
 

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING
 from lakefs_gc.errors import ExportError
 from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.lakefs.addresses import normalize_committed_address
-from lakefs_gc.sstable import SSTableReader, iter_range_addresses
+from lakefs_gc.sstable import SSTableReader
+from lakefs_gc.sstable.addresses import range_address_blocks
 from lakefs_gc.sstable.graveler import iter_metarange_range_ids
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 
@@ -29,11 +30,18 @@ def range_ids_of_metarange(reader: SSTableReader) -> Iterator[str]:
 
 
 def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Iterator[str]:
-    """Namespace-relative keys referenced by a range, normalised (lakefs-ranges.md, "Committed addresses")."""
-    for address, address_type in iter_range_addresses(reader):
-        key = normalize_committed_address(address, address_type, namespace)
-        if key is not None:
-            yield key
+    """Namespace-relative keys referenced by a range, normalised (lakefs-ranges.md, "Committed
+    addresses"; not de-duplicated).
+
+    Decoded by the addresses-only fast path (``sstable.addresses``, 2-3x the general decoder's
+    speed): RELATIVE addresses are keys already; only the others go through the normalisation.
+    """
+
+    def keep(address: str, address_type: int) -> str | None:
+        return normalize_committed_address(address, address_type, namespace)
+
+    for block in range_address_blocks(reader, keep):
+        yield from block
 
 
 def metadata_location(

@@ -13,6 +13,7 @@ import binascii
 import io
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Any
@@ -21,7 +22,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefs_gc.lakefs.xid import new_descending_xid, new_xid
-from lakefs_gc.sstable import AddressType
+from lakefs_gc.sstable import AddressType, Entry
+from lakefs_gc.sstable.catalog import decode_entry, entry_identity
 from lakefs_gc.testing.context import ApiError, BadRequest, Forbidden, NotFound, ServerContext
 from lakefs_gc.testing.refs import Refs
 from lakefs_gc.testing.retention import CommitNode, GCRules, active_commits
@@ -30,6 +32,7 @@ from lakefs_gc.testing.store import RepositoryRow, TaskRow
 GC_PREFIX = "_lakefs/retention/gc"
 UNCOMMITTED_SCHEMA = pa.schema([("physical_address", pa.string()), ("creation_date", pa.int64())])
 RULES_NOT_FOUND = "garbage collection rules not found"
+STAGING_CHUNK = 10_000
 
 
 @dataclass(frozen=True)
@@ -169,17 +172,17 @@ class GcExports:
         rows: list[tuple[str, int]] = []
         for index, branch in enumerate(branches):
             head = self.refs.commit(repository.id, branch.commit_id)
-            changes = self.refs.staged_changes(repository, branch.id, head.meta_range_id)
-            start = mark.path.encode() if branch.id == mark.branch else b""
-            paths = sorted(k for k, e in changes.items() if e is not None and k >= start)
-            for i, path in enumerate(paths):
-                entry = changes[path]
-                assert entry is not None
+            start = mark.path if branch.id == mark.branch else ""
+            changes = self._staged_changes(repository, branch.id, head.meta_range_id, start)
+            for _path, entry in changes:
                 address = _uncommitted_address(entry.address, entry.address_type, prefix)
                 if address is not None:
                     rows.append((address, (entry.last_modified_ns or 0) // 1_000_000_000))
-                if len(rows) >= settings.uncommitted_page_entries and i + 1 < len(paths):
-                    return rows, UncommittedMark(mark.run_id, branch.id, paths[i + 1].decode())
+                if len(rows) >= settings.uncommitted_page_entries:
+                    following = next(changes, None)
+                    if following is not None:
+                        return rows, UncommittedMark(mark.run_id, branch.id, following[0])
+                    break
             done = index + 1
             page_full = (
                 len(rows) >= settings.uncommitted_page_entries or done >= settings.uncommitted_page_branches
@@ -187,6 +190,27 @@ class GcExports:
             if page_full and done < len(branches):
                 return rows, UncommittedMark(mark.run_id, branches[done].id, "")
         return rows, None
+
+    def _staged_changes(
+        self, repository: RepositoryRow, branch: str, metarange: str, start: str
+    ) -> Iterator[tuple[str, Entry]]:
+        """Staged entries from ``start`` on that differ from the committed tree (lakeFS's diff by
+        identity), in path order, read from the staging table a chunk at a time: a branch with
+        millions of staged entries is never held in memory, nor re-read from its start per page."""
+        trees = self.ctx.trees(repository.storage_namespace)
+        position = start
+        while True:
+            chunk = self.store.iter_staging(repository.id, branch, start=position, limit=STAGING_CHUNK)
+            for path, raw in chunk:
+                if raw is None:  # a staged delete references nothing
+                    continue
+                entry = decode_entry(raw)
+                committed = trees.get(metarange, path.encode()) if metarange else None
+                if committed is None or entry_identity(committed) != entry_identity(entry):
+                    yield path, entry
+            if len(chunk) < STAGING_CHUNK:
+                return
+            position = chunk[-1][0] + "\x00"  # the next path after the chunk's last
 
     def _write_page(self, repository: RepositoryRow, run_id: str, rows: list[tuple[str, int]]) -> str:
         table = pa.table(
