@@ -32,6 +32,10 @@ DEFAULTS: dict[str, str] = {
     "spark.ui.showConsoleProgress": "false",  # our commands print their own progress on stderr
     # spark-submit's driver logs at INFO (~9,000 lines a batch run): warnings are what matters
     "spark.log.level": "WARN",
+    # how long the JVM and its Python workers wait for each other's socket (Spark's default 15 s):
+    # on a driver busy with a mark, a worker that connects late killed the streaming query with
+    # "Python worker failed to connect back", and an always-on service exited for a CPU spike
+    "spark.python.authenticate.socketTimeout": "120s",
 }
 #: the driver's log4j2 configuration when lakefs-gc launches the JVM itself (not under spark-submit)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
