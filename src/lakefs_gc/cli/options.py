@@ -99,7 +99,13 @@ def add_settings_options(
     storage.add_argument("--azure-tenant-id", metavar="ID")
     if spark:
         group = groups["Spark"] = parser.add_argument_group("Spark")
-        group.add_argument("--spark-master", metavar="URL", help="default: spark-submit's, else local[2]")
+        group.add_argument(
+            "--spark-master",
+            "--master",
+            dest="spark_master",
+            metavar="URL",
+            help="e.g. spark://host:7077; default: spark-submit's, else local[2]",
+        )
         group.add_argument(
             "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
             help="extra Spark setting (repeat)",
