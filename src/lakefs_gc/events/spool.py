@@ -16,6 +16,7 @@ import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
+from pathlib import Path
 from typing import Any
 
 from lakefs_gc.errors import GcError
@@ -29,8 +30,8 @@ class Spool:
 
     _NAME = re.compile(r"^(\d{12})\.json$")
 
-    def __init__(self, directory: StoreDirectory) -> None:
-        self.directory = directory
+    def __init__(self, directory: StoreDirectory | Path | str) -> None:
+        self.directory = directory if isinstance(directory, StoreDirectory) else StoreDirectory.of(directory)
 
     @staticmethod
     def name(seq: int) -> str:
