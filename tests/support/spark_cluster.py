@@ -74,6 +74,7 @@ class StandaloneCluster:
             "spark.eventLog.enabled": "true",
             "spark.eventLog.dir": self.event_logs.as_uri(),
             "spark.eventLog.rolling.enabled": "false",
+            "spark.eventLog.compress": "false",  # JSON lines the tests read
             "spark.driver.host": "127.0.0.1",
             "spark.driver.bindAddress": "127.0.0.1",
             "spark.ui.enabled": "false",

@@ -198,6 +198,7 @@ class GcService:
         checkpoint = clear_interrupted_writes(self.where.checkpoint(f"cycles/{name}"))
 
         def mark(repository: str) -> MarkResult:
+            self._renew_lease()
             source = candidate_sets.source(repository, repo.namespace, records)
             try:  # a client per cycle: cycles of several repositories run at once, in their own threads
                 with jobs.lakefs_client(settings, "mark") as client:
@@ -213,6 +214,7 @@ class GcService:
                 raise
 
         def sweep(repository: str, mark_id: str) -> SweepResult:
+            self._renew_lease()  # never delete on a state another service took over
             with jobs.lakefs_client(settings, "sweep") as client:
                 return jobs.sweep(spark, settings, repository, mark_id, client=client, progress=_log.info)
 
@@ -232,6 +234,11 @@ class GcService:
             .start()
         )
         self.queries.append(query)
+
+    def _renew_lease(self) -> None:
+        """Renewed by every cycle too; a lease lost fails the cycle (and the wait loop stops us)."""
+        if self.lease.held:
+            self.lease.renew()
 
     def _query_died(self, query: StreamingQuery, error: Any) -> None:
         message = str(error) if error is not None else "stopped"
