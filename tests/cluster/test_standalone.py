@@ -38,7 +38,8 @@ TIMEOUT_S = 400
 
 
 def lakefs_gc(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "LAKEFS_GC_TRACEBACK": "1"}  # fmt: skip
     argv = [sys.executable, "-m", "lakefs_gc", *argv]
     return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, env=env)
 
@@ -72,7 +73,7 @@ def test_batch_run_on_the_cluster(
          "--max-delete-fraction", "1", "--spark-master", spark_cluster.master_url, *args],
         tmp_path,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-5000:]
+    assert run.returncode == 0, run.stderr[-5000:] + spark_cluster.executor_logs()
     mark, sweep = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     garbage = [n for n, survives in EXPECTED_SURVIVORS.items() if not survives]
     assert mark["summary"]["num_deleted_objects"] == len(garbage) == sweep["deleted"]
@@ -112,7 +113,7 @@ def test_serve_on_the_cluster_with_state_on_s3(
 
     run = lakefs_gc(["serve", "--config", str(config), "--cycles", "1"], tmp_path)
 
-    assert run.returncode == 0, run.stderr[-5000:]
+    assert run.returncode == 0, run.stderr[-5000:] + spark_cluster.executor_logs()
     store = NamespaceStore(namespace, s3_served.options)
     assert {n: store.exists(scenario.relative(n)) for n in scenario.address} == EXPECTED_SURVIVORS
     state = StoreDirectory.of(state_uri, s3_served.options)

@@ -80,10 +80,18 @@ class StandaloneCluster:
             "spark.ui.enabled": "false",
             "spark.sql.shuffle.partitions": "4",
             "spark.default.parallelism": "4",
+            # the executors share a host name but not a /tmp: shuffle blocks go over the network, as
+            # between machines (Spark reads a "host-local" executor's shuffle files from disk otherwise)
+            "spark.shuffle.readHostLocalDisk": "false",
             # an application starts only once both executors registered, so tasks spread over both
             "spark.scheduler.minRegisteredResourcesRatio": "1.0",
             "spark.scheduler.maxRegisteredResourcesWaitingTime": "60s",
         }
+
+    def executor_logs(self, tail: int = 4000) -> str:
+        """The end of every executor's stderr (for failure messages)."""
+        paths = sorted(self.logs.parent.glob("work-*/app-*/*/stderr"))
+        return "\n".join(f"--- {p}\n{p.read_text(errors='replace')[-tail:]}" for p in paths)
 
     def executors_with_tasks(self) -> dict[str, int]:
         """Per executor id: the tasks it finished, over every application's event log."""
@@ -155,12 +163,16 @@ def start_cluster(base: Path) -> StandaloneCluster:
                   [master_log])  # fmt: skip
         for i in range(WORKERS):
             # the worker's whole world of temporary files is a tmpfs only it sees
+            # its work directory (executor logs) is bind-mounted from the host first, for the tests to read
+            work = base / f"work-{i}"
+            work.mkdir()
             script = (
-                "mount -t tmpfs -o size=2g tmpfs /tmp && mkdir -p /tmp/work /tmp/local && "
+                f'mount --bind "{work}" /mnt && mount -t tmpfs -o size=2g tmpfs /tmp && '
+                "mkdir -p /tmp/local && "
                 f'exec "{SPARK_CLASS}" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 '
-                f"--cores 1 --memory 1g --work-dir /tmp/work --webui-port {_free_port()} {master_url}"
+                f"--cores 1 --memory 1g --work-dir /mnt --webui-port {_free_port()} {master_url}"
             )
-            worker_env = {**env, "SPARK_LOCAL_DIRS": "/tmp/local", "SPARK_WORKER_DIR": "/tmp/work"}
+            worker_env = {**env, "SPARK_LOCAL_DIRS": "/tmp/local", "SPARK_WORKER_DIR": "/mnt"}
             cluster.processes.append(
                 _launch(["unshare", "-m", "sh", "-c", script], logs / f"worker-{i}.log", worker_env)
             )
