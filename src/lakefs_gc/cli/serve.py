@@ -49,7 +49,7 @@ service settings (the `service` section of --config; see the README for a comple
   interval / sweep_delay / sweep   per-repository schedule defaults (repositories: [{name, ...}])
   inventory           inventory destination whose snapshots seed the candidate sets
   events              named notification queues: {type: sqs|azure-queue|eventgrid|directory, ...}
-  metrics_port, tick, retry_delay, events_trigger, inventory_trigger, shutdown_timeout
+  metrics_port, tick, retry_delay, events_trigger, inventory_trigger, shutdown_timeout, lease_ttl
 
 """
     + SETTINGS_EPILOG
