@@ -7,6 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from tests.service.conftest import s3_served, s3_world  # noqa: F401  (the service tests' S3 world)
 from tests.support.spark_cluster import StandaloneCluster, cluster_fixture, isolation_problem
 
 
