@@ -22,7 +22,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,7 +127,7 @@ def _launch(argv: list[str], log: Path, env: dict[str, str]) -> subprocess.Popen
         return subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True)
 
 
-def _wait_for(what: str, ready: callable, logs: list[Path], timeout: float = 90) -> None:  # type: ignore[valid-type]
+def _wait_for(what: str, ready: Callable[[], bool], logs: list[Path], timeout: float = 90) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if ready():
