@@ -40,6 +40,8 @@ class ExitCode(IntEnum):
     CHECK_FAILED = 11
     #: Spark failed: a job (lost executors, out of memory) or, in ``serve``, a streaming query
     SPARK = 12
+    #: ``serve``: another service holds the lease on the same ``service.state``
+    STATE_IN_USE = 13
     #: interrupted (Ctrl-C)
     INTERRUPTED = 130
 
@@ -135,3 +137,10 @@ class StorageError(GcError):
     """An object store could not be reached or a location is not understood."""
 
     exit_code = ExitCode.STORAGE
+
+
+class StateInUseError(GcError):
+    """Another ``lakefs-gc serve`` holds the lease on this service state: two services on one state
+    would interleave their cycles and clean-ups, so the second one refuses to start (or stops)."""
+
+    exit_code = ExitCode.STATE_IN_USE

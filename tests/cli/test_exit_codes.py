@@ -17,6 +17,7 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -139,6 +140,23 @@ def test_12_a_failed_spark_job(spark: SparkSession) -> None:
     error = job_failure(raised.value, "a job")
     provoked(error.exit_code, ExitCode.SPARK, str(error))
     assert "ZeroDivisionError" in str(error)
+
+
+def test_13_a_second_service_on_one_state(capsys: Capsys, tmp_path: Path) -> None:
+    from lakefs_gc.service.lease import StateLease
+    from lakefs_gc.storage.directories import StoreDirectory
+
+    holder = StateLease(StoreDirectory.of(tmp_path / "state"), timedelta(minutes=1), settle=0)
+    holder.acquire()
+    lakefs = {"endpoint": "http://127.0.0.1:9", "access_key_id": "k", "secret_access_key": "s"}
+    config = tmp_path / "gc.yaml"
+    config.write_text(
+        json.dumps({"lakefs": lakefs, "service": {"state": str(tmp_path / "state")}, "repositories": ["r"]})
+    )
+    code, err = code_of(capsys, "serve", "--config", str(config))
+    provoked(code, ExitCode.STATE_IN_USE, err)
+    assert f"pid {holder.pid}" in err
+    holder.release()
 
 
 # ---- the rows that need a repository and a mark ------------------------------------------------

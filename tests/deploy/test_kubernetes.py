@@ -257,16 +257,13 @@ def test_cluster_service_manifests(tmp_path: Path) -> None:
     assert binding["subjects"] == [{"kind": "ServiceAccount", "name": "lakefs-gc", "namespace": "lakefs-gc"}]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 15 (cluster mode) makes service.state a location URI and adds service.checkpoints; "
-    "until then the cluster shape's settings do not validate. When this passes, drop the mark.",
-)
 def test_cluster_service_settings_validate(tmp_path: Path) -> None:
     docs = render("service-cluster")
     driver, _ = pods(one(docs, "SparkApplication"))
     settings = _service_settings(docs, driver, tmp_path)
     assert str(settings.service.state).startswith("s3://")
+    checkpoints = literal_env(driver.container)["LAKEFS_GC_SERVICE__CHECKPOINTS"]
+    assert settings.service.checkpoints == Path(checkpoints)  # on the driver's volume
 
 
 BATCH = {  # overlay -> (kind, entry point)

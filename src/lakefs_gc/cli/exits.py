@@ -24,6 +24,7 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.REFUSED: "refused by a safety guard (failed or stale mark, too large a sweep): nothing deleted",
     ExitCode.CHECK_FAILED: "the demo's check failed: the GC did not do what the demo expects",
     ExitCode.SPARK: "Spark failed (a job, or a streaming query of the service)",
+    ExitCode.STATE_IN_USE: "another service holds the lease on the same service state (`serve`)",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 

@@ -60,12 +60,14 @@ def add_repo_option(
     options.add_argument("--repository", action=action, dest=dest, help=argparse.SUPPRESS)
 
 
-def add_state_option(group: Group, *, help: str, required: bool = False) -> None:
+def add_state_option(group: Group, *, help: str, required: bool = False, location: bool = False) -> None:
     """``--state DIR``: the one spelling of "the directory this process keeps its state in" (in
-    ``state``). ``--state-dir`` is accepted, hidden, for older scripts and the benchmarks."""
+    ``state``). ``--state-dir`` is accepted, hidden, for older scripts and the benchmarks.
+    ``location``: a URI (``s3://…``) or a path, kept as written."""
     options = group.add_mutually_exclusive_group(required=required) if required else group
-    options.add_argument("--state", type=Path, metavar="DIR", help=help)
-    options.add_argument("--state-dir", type=Path, dest="state", help=argparse.SUPPRESS)
+    kind, metavar = (str, "LOCATION") if location else (Path, "DIR")
+    options.add_argument("--state", type=kind, metavar=metavar, help=help)
+    options.add_argument("--state-dir", type=kind, dest="state", help=argparse.SUPPRESS)
 
 
 def add_settings_options(
@@ -97,7 +99,13 @@ def add_settings_options(
     storage.add_argument("--azure-tenant-id", metavar="ID")
     if spark:
         group = groups["Spark"] = parser.add_argument_group("Spark")
-        group.add_argument("--spark-master", metavar="URL", help="default: spark-submit's, else local[2]")
+        group.add_argument(
+            "--spark-master",
+            "--master",
+            dest="spark_master",
+            metavar="URL",
+            help="e.g. spark://host:7077; default: spark-submit's, else local[2]",
+        )
         group.add_argument(
             "--spark-conf", action="append", default=[], metavar="KEY=VALUE",
             help="extra Spark setting (repeat)",

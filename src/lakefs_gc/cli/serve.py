@@ -43,11 +43,13 @@ object notifications as its queue. Stop it with Ctrl-C (or SIGTERM: running cycl
 EPILOG = (
     """\
 service settings (the `service` section of --config; see the README for a complete file):
-  state               local directory for checkpoints, spools, tables, range cache, cycle records
+  state               where spools, tables, range cache, cycle records and the lease live: a path,
+                      file://, s3:// or Azure https://<account>.blob... (on a cluster: an object store)
+  checkpoints         the driver's Spark checkpoints (default: under state when it is a path)
   interval / sweep_delay / sweep   per-repository schedule defaults (repositories: [{name, ...}])
   inventory           inventory destination whose snapshots seed the candidate sets
   events              named notification queues: {type: sqs|azure-queue|eventgrid|directory, ...}
-  metrics_port, tick, retry_delay, events_trigger, inventory_trigger, shutdown_timeout
+  metrics_port, tick, retry_delay, events_trigger, inventory_trigger, shutdown_timeout, lease_ttl
 
 """
     + SETTINGS_EPILOG
@@ -63,7 +65,10 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     service = parser.add_argument_group("service")
-    add_state_option(service, help="service.state (default: from --config)")
+    add_state_option(service, location=True, help="service.state (default: from --config)")
+    service.add_argument(
+        "--checkpoints", type=Path, metavar="DIR", help="service.checkpoints: the driver's Spark checkpoints"
+    )
     service.add_argument("--metrics-port", type=int, metavar="PORT", help="default 9464; 0: any free port")
     service.add_argument("--interval", metavar="DURATION", help="default time between a repository's marks")
     service.add_argument("--sweep-delay", metavar="DURATION", help="wait between a mark and its sweep")
@@ -102,6 +107,7 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
     service = {
         "state": str(args.state) if args.state else None,
+        "checkpoints": str(args.checkpoints) if getattr(args, "checkpoints", None) else None,
         "metrics_port": args.metrics_port,
         "interval": args.interval,
         "sweep_delay": args.sweep_delay,
@@ -113,10 +119,15 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
 def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:
     from lakefs_gc.service.app import GcService
+    from lakefs_gc.service.lease import StateLease
+    from lakefs_gc.service.state import ServiceState
     from lakefs_gc.spark.runtime.session import LOG4J2, QUIET, build_session
 
     names = ", ".join(s.name for s in settings.schedules()) or "none"
-    progress(f"serving {names}; state in {settings.service.state}")
+    where = ServiceState.of(settings)
+    progress(f"serving {names}; state in {where.display}, checkpoints in {where.checkpoints}")
+    lease = StateLease(where.directory, settings.service.lease_ttl)
+    lease.acquire()  # a second service on this state stops here, before Spark starts
     conf = dict(settings.spark.conf)
     if quiet_spark:  # the demo: Spark's own warnings would bury the story
         conf.setdefault("spark.log.level", "ERROR")
@@ -124,7 +135,7 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
         "lakefs-gc serve", environ=os.environ, master=settings.spark.master, conf=conf,
         log_config=QUIET if quiet_spark else LOG4J2,
     )  # fmt: skip
-    service = GcService(settings, spark)
+    service = GcService(settings, spark, lease=lease)
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, lambda *_: service.request_stop())
     try:
@@ -133,6 +144,7 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
         return service.wait(cycles=args.cycles)
     finally:
         service.stop()
+        lease.release()
         spark.stop()
 
 

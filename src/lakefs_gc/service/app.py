@@ -1,6 +1,7 @@
 """The service process: every streaming query of ``lakefs-gc serve`` in one Spark application.
 
-Queries (each with its checkpoint under ``service.state``):
+Queries (each with its checkpoint under ``service.checkpoints``, its data under ``service.state``:
+:mod:`lakefs_gc.service.state`; one service per state, by a lease: :mod:`lakefs_gc.service.lease`):
 
 * ``lakefs-gc-inventory-ingest``: new inventory deliveries into the candidate table
   (:mod:`lakefs_gc.spark.ingest.inventory.stream`), when ``service.inventory`` is set;
@@ -17,7 +18,6 @@ cycle starts, running cycles get ``service.shutdown_timeout`` to finish, then th
 from __future__ import annotations
 
 import logging
-import shutil
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,14 +25,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc import jobs
-from lakefs_gc.errors import ConfigError, ExitCode
+from lakefs_gc.errors import ConfigError, ExitCode, StateInUseError
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
+from lakefs_gc.service.lease import StateLease
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
+from lakefs_gc.service.state import ServiceState
 from lakefs_gc.service.streams import EventStreams, inventory_stream
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable
 from lakefs_gc.spark.mark.job import MarkResult
@@ -68,12 +70,17 @@ class GcService:
     """Start with :meth:`start`, then :meth:`wait`; :meth:`request_stop` (e.g. from SIGTERM) ends it."""
 
     def __init__(
-        self, settings: ServiceSettings, spark: SparkSession, *, metrics: Metrics | None = None
+        self,
+        settings: ServiceSettings,
+        spark: SparkSession,
+        *,
+        metrics: Metrics | None = None,
+        lease: StateLease | None = None,
     ) -> None:
-        if settings.service.state is None:
-            raise ConfigError("service.state is required: a local directory for checkpoints and state")
         self.settings, self.spark = settings, spark
-        self.state_dir: Path = settings.service.state.resolve()
+        self.where = ServiceState.of(settings)
+        self.state_dir: Path | str = self.where.display  # a local directory, or a URI
+        self.lease = lease or StateLease(self.where.directory, settings.service.lease_ttl)
         self.metrics = metrics or Metrics()
         self.queries: list[StreamingQuery] = []
         self.repositories: dict[str, _Repository] = {}
@@ -88,6 +95,8 @@ class GcService:
     # ---- lifecycle ------------------------------------------------------------------------------
 
     def start(self) -> None:
+        if not self.lease.held:  # before anything is written to the state
+            self.lease.acquire()
         self.status.start()
         _log.info("metrics, health and readiness on %s/metrics, /healthz, /readyz", self.status.url)
         LakeFSClient.observer = self.metrics.observe_lakefs_call
@@ -108,6 +117,11 @@ class GcService:
             if repo.cycle is not None:  # else a next mark may start before the poll sees the count
                 repo.cycle.max_attempts = cycles
         while not self.stop_requested.wait(poll):
+            try:
+                self.lease.renew_if_due()
+            except StateInUseError:
+                self.stop()
+                raise
             if cycles is not None and all(
                 r.cycle is not None and r.cycle.attempts >= cycles for r in self.repositories.values()
             ):
@@ -143,6 +157,7 @@ class GcService:
                 _log.warning("stopping query %s: %s", query.name, e)
         self.status.stop()
         LakeFSClient.observer = None
+        self.lease.release()
         _log.info("stopped")
 
     # ---- queries --------------------------------------------------------------------------------
@@ -164,9 +179,7 @@ class GcService:
     def _start_inventory(self) -> CandidateTable | None:
         if self.settings.service.inventory is None:
             return None
-        query, table = inventory_stream(
-            self.spark, self.settings, self._routes(), self.state_dir / "inventory", self.metrics
-        )
+        query, table = inventory_stream(self.spark, self.settings, self._routes(), self.where, self.metrics)
         self.queries.append(query)
         return table
 
@@ -174,18 +187,19 @@ class GcService:
         if not self.settings.service.events:
             return None
         namespaces = {name: r.namespace for name, r in self.repositories.items()}
-        streams = EventStreams(self.settings, namespaces, self.state_dir / "events", self.metrics)
+        streams = EventStreams(self.settings, namespaces, self.where, self.metrics)
         self.queries.extend(streams.start(self.spark))
         return streams
 
     def _start_cycle(self, repo: _Repository, candidate_sets: CandidateSets) -> None:
         name = repo.schedule.name
-        base = self.state_dir / "cycles" / name
-        records = CycleRecords(base / "batches")
-        cache = RangeCache.for_repository(self.state_dir, name)
+        records = CycleRecords(self.where.sub(f"cycles/{name}/batches"))
+        cache = RangeCache.for_repository(self.where.directory, name)
         spark, settings = self.spark, self.settings
+        checkpoint = clear_interrupted_writes(self.where.checkpoint(f"cycles/{name}"))
 
         def mark(repository: str) -> MarkResult:
+            self._renew_lease()
             source = candidate_sets.source(repository, repo.namespace, records)
             try:  # a client per cycle: cycles of several repositories run at once, in their own threads
                 with jobs.lakefs_client(settings, "mark") as client:
@@ -197,10 +211,11 @@ class GcService:
                 _log.warning(
                     "%s: dropping the range cache %s; the next mark rebuilds it", repository, cache.root
                 )
-                shutil.rmtree(cache.root, ignore_errors=True)
+                cache.drop()
                 raise
 
         def sweep(repository: str, mark_id: str) -> SweepResult:
+            self._renew_lease()  # never delete on a state another service took over
             with jobs.lakefs_client(settings, "sweep") as client:
                 return jobs.sweep(spark, settings, repository, mark_id, client=client, progress=_log.info)
 
@@ -214,12 +229,17 @@ class GcService:
             .option("rowsPerBatch", 1)
             .load()
             .writeStream.foreachBatch(repo.cycle)
-            .option("checkpointLocation", str(clear_interrupted_writes(base / "checkpoint")))
+            .option("checkpointLocation", str(checkpoint))
             .trigger(processingTime=f"{max(1, int(svc.tick.total_seconds()))} seconds")
             .queryName(f"lakefs-gc-gc-{name}")
             .start()
         )
         self.queries.append(query)
+
+    def _renew_lease(self) -> None:
+        """Renewed by every cycle too; a lease lost fails the cycle (and the wait loop stops us)."""
+        if self.lease.held:
+            self.lease.renew()
 
     def _query_died(self, query: StreamingQuery, error: Any) -> None:
         message = str(error) if error is not None else "stopped"

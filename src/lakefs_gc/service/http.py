@@ -62,7 +62,8 @@ class StatusServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for a serve_forever() that never started
+            self._server.shutdown()
         self._server.server_close()
 
 

@@ -1,7 +1,8 @@
 """Cycle records: what each GC micro-batch of a repository did, kept in the service's state.
 
 One JSON file per micro-batch that did something, ``<state>/cycles/<repo>/batches/<batch>.json``,
-rewritten atomically (temp file + rename) after every step. This is what makes a cycle
+rewritten whole after every step (a local file: temp file + rename; an object: one PUT, which
+readers see whole or not at all). This is what makes a cycle
 idempotent per batch id (docs/formats/spark-data-sources.md, "Idempotent sinks"): Spark replays
 the batch it did not commit after a crash, and the replay reads the record and continues after the last step
 it finished, instead of marking twice or forgetting a sweep. A mark that was started but has no recorded
@@ -12,13 +13,13 @@ the replay marks again.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.storage.directories import StoreDirectory
 
 
 @dataclass
@@ -55,16 +56,20 @@ class BatchRecord:
 class CycleRecords:
     """All batch records of one repository (loaded once, then kept in memory and on disk)."""
 
-    def __init__(self, directory: Path) -> None:
-        self.directory = directory
+    def __init__(self, directory: Path | StoreDirectory) -> None:
+        self.directory = directory if isinstance(directory, StoreDirectory) else StoreDirectory.of(directory)
         self.batches: dict[int, BatchRecord] = {}
-        directory.mkdir(parents=True, exist_ok=True)
-        for path in sorted(directory.glob("*.json")):
+        if self.directory.is_local:
+            self.directory.local_path.mkdir(parents=True, exist_ok=True)
+        for name in self.directory.names():
+            if not name.endswith(".json") or name.startswith("."):
+                continue
+            path = self.directory.uri(name)
             try:
-                body = json.loads(path.read_text())
+                body = json.loads((self.directory.read(name) or b"").decode())
                 marks = [MarkRecord(**m) for m in body.pop("marks", [])]
                 self.batches[int(body["batch_id"])] = BatchRecord(**body, marks=marks)
-            except (OSError, ValueError, TypeError, KeyError) as e:
+            except (ValueError, TypeError, KeyError) as e:
                 raise StorageError(f"{path}: unreadable cycle record ({e}); move it away to continue") from e
 
     def get(self, batch_id: int, now: datetime) -> BatchRecord:
@@ -73,13 +78,7 @@ class CycleRecords:
 
     def save(self, record: BatchRecord) -> None:
         self.batches[record.batch_id] = record
-        path = self.directory / f"{record.batch_id:012d}.json"
-        tmp = path.with_suffix(".tmp")
-        try:
-            tmp.write_text(json.dumps(asdict(record), indent=1))
-            os.replace(tmp, path)
-        except OSError as e:
-            raise StorageError(f"cannot write cycle record {path}: {e}") from e
+        self.directory.write(f"{record.batch_id:012d}.json", json.dumps(asdict(record), indent=1).encode())
 
     def marks(self) -> list[tuple[BatchRecord, MarkRecord]]:
         """Every mark ever started, oldest first."""

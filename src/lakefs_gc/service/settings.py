@@ -5,7 +5,8 @@ lakefs: {endpoint: ..., access_key_id: ..., secret_access_key: ...}
 storage: {...}            # as for the batch commands
 gc: {min_age: 24h, ...}   # the safety settings every cycle's mark and sweep use
 service:
-  state: /var/lib/lakefs-gc
+  state: /var/lib/lakefs-gc          # or s3://gc-state/lakefs-gc, https://<account>.blob.core.windows.net/…
+  checkpoints: /var/lib/lakefs-gc-checkpoints   # the driver's Spark checkpoints (default: under state)
   metrics_port: 9464
   interval: 6h            # default for each repository
   inventory: s3://inventory-bucket/prefix
@@ -18,6 +19,7 @@ service:
 
 from __future__ import annotations
 
+import os
 import re
 from datetime import timedelta
 from pathlib import Path
@@ -31,7 +33,7 @@ from lakefs_gc.settings import GcSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _DURATIONS = ("interval", "sweep_delay", "tick", "events_trigger", "inventory_trigger", "retry_delay",
-              "shutdown_timeout")  # fmt: skip
+              "shutdown_timeout", "lease_ttl")  # fmt: skip
 
 
 class _Durations(BaseModel):
@@ -60,12 +62,28 @@ class ServiceOptions(_Durations):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    state: Path | None = Field(
+    state: str | None = Field(
         default=None,
-        description="A local (or mounted) directory for everything the service must find again after a "
-        "restart: Spark checkpoints, the event spools, the event and candidate tables, the range cache "
-        "and the cycle records. Losing it loses no data, only work: events not yet in an inventory "
-        "(their objects are collected after the next snapshot) and the range cache. Required.",
+        description="Where everything the service must find again after a restart, and its executors "
+        "read and write, lives: the event spools, the event and candidate tables, the range cache, the "
+        "cycle records, the dead letters and the lease. A local path, file://, s3://bucket/prefix or an "
+        "Azure https://<account>.blob.core.windows.net/<container>/prefix, reached through pyarrow like "
+        "the storage namespaces (the storage section's credentials). On a cluster it must be an object "
+        "store (or a mount every node shares). Losing it loses no data, only work: events not yet in an "
+        "inventory (their objects are collected after the next snapshot) and the range cache. Required.",
+    )
+    checkpoints: Path | None = Field(
+        default=None,
+        description="The Spark checkpoints of the service's queries (offset and commit logs, the "
+        "inventory delivery log): only the driver reads and writes them, so a local directory on the "
+        "driver (a persistent volume) is enough. Default: inside state when state is a local path, "
+        "else ~/.lakefs-gc/checkpoints/<digest of state> on the driver.",
+    )
+    lease_ttl: timedelta = Field(
+        default=timedelta(minutes=2),
+        description="How long the service's lease on state stays valid without renewal (it is renewed "
+        "every third of that). A second service on the same state refuses to start while the lease is "
+        "valid; after a crash on another machine the new one waits at most this long.",
     )
     metrics_host: str = Field(default="0.0.0.0", description="Where /metrics, /healthz and /readyz listen.")
     metrics_port: int = Field(default=9464, ge=0, le=65535, description="0: any free port (printed).")
@@ -114,6 +132,24 @@ class ServiceOptions(_Durations):
     repositories: tuple[RepositorySchedule, ...] = Field(
         default=(), description="Repositories with their own schedule; the top-level list adds more."
     )
+
+    @field_validator("state", mode="before")
+    @classmethod
+    def _location(cls, value: Any) -> Any:
+        return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("state")
+    @classmethod
+    def _parsable(cls, value: str | None) -> str | None:
+        if value is not None:
+            from lakefs_gc.errors import GcError
+            from lakefs_gc.storage.directories import parse_state_location
+
+            try:
+                parse_state_location(value)
+            except GcError as e:
+                raise ValueError(str(e)) from e
+        return value
 
     @field_validator("events")
     @classmethod

@@ -11,12 +11,12 @@ import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakefs_gc.events.routing import EventRoute
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.service.metrics import Metrics
+from lakefs_gc.service.state import ServiceState
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig
 from lakefs_gc.spark.ingest.events.table import BatchCounts, EventTable, events_frame, run_event_stream
 from lakefs_gc.spark.ingest.inventory.source import SourceConfig
@@ -41,13 +41,14 @@ def inventory_stream(
     spark: SparkSession,
     settings: ServiceSettings,
     routes: tuple[NamespaceRoute, ...],
-    directory: Path,
+    where: ServiceState,
     metrics: Metrics,
 ) -> tuple[StreamingQuery, CandidateTable]:
-    """Start the inventory ingest into ``<directory>/table`` (checkpoint ``<directory>/checkpoint``)."""
+    """Start the inventory ingest into ``<state>/inventory/table`` (checkpoint
+    ``<checkpoints>/inventory/checkpoint``)."""
     svc = settings.service
     assert svc.inventory is not None
-    table = CandidateTable(parse_location(str(directory / "table")), settings.storage)
+    table = CandidateTable(where.sub("inventory/table").location, settings.storage)
     source = SourceConfig(destination=parse_location(svc.inventory), storage=settings.storage, routes=routes)
 
     def count(deliveries: list[IngestedDelivery]) -> None:
@@ -58,7 +59,7 @@ def inventory_stream(
         spark,
         source,
         table,
-        directory / "checkpoint",
+        where.checkpoint("inventory"),
         say=_log.info,
         trigger=_every(svc.inventory_trigger.total_seconds()),
         on_deliveries=count,
@@ -68,16 +69,16 @@ def inventory_stream(
 
 @dataclass
 class EventStreams:
-    """One query per configured queue, all into one event table (``<directory>/table``)."""
+    """One query per configured queue, all into one event table (``<state>/events/table``)."""
 
     settings: ServiceSettings
     namespaces: dict[str, StorageLocation]  # repository -> its storage namespace
-    directory: Path
+    where: ServiceState
     metrics: Metrics
     table: EventTable = field(init=False)
 
     def __post_init__(self) -> None:
-        self.table = EventTable(parse_location(str(self.directory / "table")), self.settings.storage)
+        self.table = EventTable(self.where.sub("events/table").location, self.settings.storage)
 
     def start(self, spark: SparkSession) -> list[StreamingQuery]:
         svc = self.settings.service
@@ -87,15 +88,16 @@ class EventStreams:
                 name=f"lakefs-gc-events-{name}",
                 queue=queue,
                 routes=tuple(EventRoute.of(repo, ns) for repo, ns in self.namespaces.items()),
-                spool=str(self.directory / name / "spool"),
+                spool=self.where.sub(f"events/{name}/spool").uri(),
                 max_messages_per_batch=svc.max_messages_per_batch,
+                spool_storage=self.settings.storage,
             )
             _log.info("event source %s: %s", name, queue.describe())
             query = run_event_stream(
                 spark,
                 config,
                 self.table,
-                self.directory / name / "checkpoint",
+                self.where.checkpoint(f"events/{name}"),
                 trigger=_every(svc.events_trigger.total_seconds()),
                 on_batch=partial(self.count, name),
             )

@@ -16,7 +16,7 @@ table drops the duplicate.
 ``read()`` runs on executors, on a pickled copy of the reader (spark-data-sources.md, "Pickled
 readers"): it reads the spool file and turns each message into status rows (:data:`SOURCE_DDL`)
 by :func:`lakefs_gc.events.routing.message_rows`. The spool directory must be readable by the
-executors: a local directory in local mode, a shared mount on a cluster.
+executors: on a cluster, put it on an object store (``service.state``: ``s3://``, Azure).
 
 Configuration travels as a class attribute of a subclass made per query
 (:func:`event_source_class`), never as string options, so queue secrets stay out of query plans;
@@ -29,9 +29,8 @@ import hashlib
 import logging
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -53,9 +52,11 @@ from lakefs_gc.events.routing import (
     message_rows,
     utc,
 )
-from lakefs_gc.events.spool import Spool, read_spool_file
+from lakefs_gc.events.spool import Spool
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.spark.runtime.failures import encode_errors
+from lakefs_gc.storage.directories import StoreDirectory
+from lakefs_gc.storage.filesystems import StorageOptions
 
 log = logging.getLogger(__name__)
 
@@ -82,9 +83,10 @@ class EventSourceConfig:
     name: str  # the query's name; also names the source and its files in the event table
     queue: QueueConfig
     routes: tuple[NamespaceRoute | EventRoute, ...]
-    spool: str  # a directory; survives restarts with the checkpoint (messages not yet acked)
+    spool: str  # a directory or location URI; survives restarts with the checkpoint (messages not yet acked)
     max_messages_per_batch: int = 10_000  # bounds a batch's memory and the spool file's size
     receive_wait_seconds: float = 1.0  # long-poll per receive; a drain ends on an empty receive
+    spool_storage: StorageOptions = field(default_factory=StorageOptions)  # reaching the spool
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9_.-]*", self.name):
@@ -139,7 +141,7 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def __init__(self, config: EventSourceConfig) -> None:
         self.config = config
-        self.spool = Spool(Path(config.spool))
+        self.spool = spool_of(config)
         self._queue: EventQueue | None = None  # opened on first use (driver reader only)
         self._run_started: datetime | None = None  # set for an availableNow run
         self._exhausted = False  # an availableNow run has drained what was there when it started
@@ -193,11 +195,11 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 f"{self.config.name}: spool file {self.spool.path(last)} of batch ({begin}, {last}] is "
                 "missing: its messages cannot be replayed (was the spool reset without the checkpoint?)"
             )
-        return [SpoolPartition(seq, str(self.spool.path(seq))) for seq in sorted(wanted)]
+        return [SpoolPartition(seq, self.spool.path(seq)) for seq in sorted(wanted)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, SpoolPartition)
-        return encode_errors(read_spool(self.config, partition.seq, Path(partition.path)))
+        return encode_errors(read_spool(self.config, partition.seq))
 
     def commit(self, end: dict[str, Any]) -> None:
         """Delete the messages of every spool file up to ``end`` from the queue, then the file."""
@@ -263,9 +265,13 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 # ---- executor side ----------------------------------------------------------------------------
 
 
-def read_spool(config: EventSourceConfig, seq: int, path: Path) -> Iterator[pa.RecordBatch]:
+def spool_of(config: EventSourceConfig) -> Spool:
+    return Spool(StoreDirectory.of(config.spool, config.spool_storage))
+
+
+def read_spool(config: EventSourceConfig, seq: int) -> Iterator[pa.RecordBatch]:
     """The status rows of one spool file's messages (see the module docstring)."""
-    spooled = read_spool_file(path)
+    spooled = spool_of(config).read_file(seq)
     received = datetime.fromisoformat(spooled["received_time"])
     routes = config.event_routes()
     rows: list[dict[str, Any]] = []

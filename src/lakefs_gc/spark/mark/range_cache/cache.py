@@ -8,8 +8,8 @@ each metarange and the normalised addresses of each range; a cycle then asks lak
 metaranges and ranges its new commits brought. The rest is read from local parquet on the
 executors: no lakeFS call, no SSTable parsing.
 
-Layout, in a directory the service owns (``<state>/range-cache/<repository>/``), which every
-executor must see (local mode, or a shared mount)::
+Layout, in a directory the service owns (``<state>/range-cache/<repository>/``) on any store
+``pyarrow.fs`` reaches, which every executor must see (on a cluster: an object store)::
 
     metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
     ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
@@ -21,7 +21,7 @@ next generation's record; the frames it returns read only parts that record list
 spread over buckets (crc32 of the id, computed by Spark), so that a task finds the cached ranges
 of its own buckets without a join over every cached address, and addresses never pass through
 the driver. Executor tasks write their own parts (fresh names per attempt) and return a status
-row; the record (tmp + rename) is written only after the job succeeded, and only the newest
+row; the record (written whole, under a new name) is written only after the job succeeded, and only the newest
 record is used. Parts it does not list (a killed cycle, an attempt that lost, a rewrite's
 leftovers) are deleted when the next cycle opens the cache.
 
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from lakefs_gc.errors import ConfigError
+from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.range_cache.tasks import (
     EVICT_FRACTION,
@@ -74,9 +74,9 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
 )
 from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
-from lakefs_gc.storage.writes import replace_local_file
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -131,29 +131,37 @@ class Generation:
 class RangeCache:
     """The cache directory of one repository (see the module docstring)."""
 
-    def __init__(self, root: Path | str, *, buckets: int = DEFAULT_BUCKETS) -> None:
+    def __init__(self, root: Path | str | StoreDirectory, *, buckets: int = DEFAULT_BUCKETS) -> None:
         if buckets < 1:
             raise ConfigError(f"a range cache needs at least one bucket, not {buckets}")
-        self.root = Path(root)
+        self.directory = root if isinstance(root, StoreDirectory) else StoreDirectory.of(root)
+        #: where the cache is: a local directory, or the URI of one on an object store
+        self.root: Path | str = self.directory.local_path if self.directory.is_local else self.directory.uri()
         self.buckets = buckets  # for a new cache; an existing one keeps its own
 
     @classmethod
     def for_repository(
-        cls, state_dir: Path | str, repository: str, *, buckets: int = DEFAULT_BUCKETS
+        cls, state_dir: Path | str | StoreDirectory, repository: str, *, buckets: int = DEFAULT_BUCKETS
     ) -> RangeCache:
-        return cls(Path(state_dir) / "range-cache" / repository, buckets=buckets)
+        state = state_dir if isinstance(state_dir, StoreDirectory) else StoreDirectory.of(state_dir)
+        return cls(state.sub(f"range-cache/{repository}"), buckets=buckets)
 
     def hint(self) -> str:
         return f"delete the range cache directory {self.root} to rebuild it"
 
     def store(self) -> _Store:
-        return _Store(str(self.root), self.hint())
+        return _Store(self.directory, self.hint())
+
+    def drop(self) -> None:
+        """Delete the whole cache (the next mark rebuilds it)."""
+        self.directory.delete_all()
 
     def open(self, repository: str, storage_namespace: str) -> Generation:
         """The newest generation, after deleting every file it does not list; a part it lists
         that is missing raises. A record of another repository, namespace or format is dropped."""
-        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
-            (self.root / sub).mkdir(parents=True, exist_ok=True)
+        if self.directory.is_local:
+            for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+                (self.directory.local_path / sub).mkdir(parents=True, exist_ok=True)
         number, current = self._latest()
         owner = (repository, storage_namespace)
         if current is not None and (current.repository, current.storage_namespace) != owner:
@@ -163,39 +171,42 @@ class RangeCache:
         self._clean(keep)
         current = current or Generation(number, repository, storage_namespace, self.buckets)
         for name in sorted(current.files()):
-            if not (self.root / name).is_file():
+            if not self.directory.exists(name):
                 raise RangeCacheError(
-                    f"range cache part {self.root / name} is missing (listed by "
-                    f"{self.root / self._record(number)}); {self.hint()}"
+                    f"range cache part {self.directory.uri(name)} is missing (listed by "
+                    f"{self.directory.uri(self._record(number))}); {self.hint()}"
                 )
         return current
 
     def commit(self, generation: Generation) -> None:
         """Write the record of ``generation`` atomically, after all of its parts were written."""
-        replace_local_file(self.root / self._record(generation.number), generation.to_json().encode("utf-8"))
+        self.directory.write(self._record(generation.number), generation.to_json().encode("utf-8"))
 
     def _latest(self) -> tuple[int, Generation | None]:
         """The newest record's number, and its generation (None: none, or of another format)."""
-        records = sorted(p for p in (self.root / GEN_DIR).glob("*.json") if p.stem.isdigit())
+        stems = [n[: -len(".json")] for n in self.directory.names(GEN_DIR) if n.endswith(".json")]
+        records = sorted(s for s in stems if s.isdigit())
         if not records:
             return 0, None
-        path = records[-1]
+        number = int(records[-1])
+        path = self.directory.uri(self._record(number))
         try:
-            body = json.loads(path.read_text(encoding="utf-8"))
+            data = self.directory.read(self._record(number))
+            body = json.loads((data or b"").decode("utf-8"))
             generation = Generation.from_json(body) if body.get("format") == FORMAT else None
-        except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        except (GcError, ValueError, KeyError, TypeError, AttributeError) as e:
             raise RangeCacheError(f"range cache record {path} cannot be read: {e}; {self.hint()}") from e
-        if generation is not None and generation.number != int(path.stem):
+        if generation is not None and generation.number != number:
             raise RangeCacheError(
                 f"range cache record {path} says generation {generation.number}; {self.hint()}"
             )
-        return int(path.stem), generation
+        return number, generation
 
     def _clean(self, keep: set[str]) -> None:
         for sub in (META_DIR, RANGE_DIR, GEN_DIR):
-            for path in (self.root / sub).iterdir():
-                if path.relative_to(self.root).as_posix() not in keep and path.is_file():
-                    path.unlink(missing_ok=True)
+            for name in self.directory.names(sub):
+                if f"{sub}/{name}" not in keep:
+                    self.directory.delete(f"{sub}/{name}")
 
     @staticmethod
     def _record(number: int) -> str:

@@ -7,7 +7,6 @@ executors, so it holds paths and settings, never clients.
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
@@ -21,7 +20,9 @@ import pyarrow.parquet as pq
 from lakefs_gc.errors import GcError
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
+from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import filesystem_for
+from lakefs_gc.storage.writes import open_output
 
 META_DIR, RANGE_DIR, GEN_DIR = "metaranges", "ranges", "_gen"
 #: a bucket or the metarange level is rewritten to what a cycle needs past this fraction unneeded
@@ -56,20 +57,25 @@ class Part:
 
 @dataclass(frozen=True)
 class _Store:
-    """The cache directory as the executor tasks see it (pickled with them)."""
+    """The cache directory as the executor tasks see it (pickled with them): any store."""
 
-    root: str
+    directory: StoreDirectory
     hint: str
+
+    @property
+    def root(self) -> str:
+        return self.directory.uri()
 
     def scan(
         self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str]
     ) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
         found there to ``found``. Anything unexpected about the file raises, naming it."""
-        path = os.path.join(self.root, part.file)
+        path = self.directory.uri(part.file)
         values = pa.array(sorted(wanted), pa.string()) if wanted is not None else None
         try:
-            with pq.ParquetFile(path) as parquet:
+            fs, base = self.directory.filesystem()
+            with fs.open_input_file(f"{base}/{part.file}") as f, pq.ParquetFile(f) as parquet:
                 if parquet.metadata.num_rows != part.rows:
                     raise RangeCacheError(
                         f"range cache part {path} holds {parquet.metadata.num_rows} rows, "
@@ -98,10 +104,11 @@ class _PartWriter:
 
     def __init__(self, store: _Store, prefix: str, schema: pa.Schema) -> None:
         self.file = f"{prefix}-{uuid.uuid4().hex}.parquet"
-        self.path, self.schema = os.path.join(store.root, self.file), schema
+        self.store, self.schema = store, schema
         self.rows = 0
         self.pending: list[tuple[str, str | None]] = []
         self.writer: pq.ParquetWriter | None = None
+        self.out: Any = None  # the output stream (an object store uploads it whole on close)
 
     def add(self, key: str, value: str | None) -> None:
         self.pending.append((key, value))
@@ -118,6 +125,7 @@ class _PartWriter:
         if self.writer is None:
             return None
         self.writer.close()
+        self.out.close()
         return Part(self.file, self.rows)
 
     def _flush(self) -> None:
@@ -131,7 +139,9 @@ class _PartWriter:
         if batch.num_rows == 0:
             return
         if self.writer is None:
-            self.writer = pq.ParquetWriter(self.path, self.schema)
+            fs, base = self.store.directory.filesystem()
+            self.out = open_output(fs, f"{base}/{self.file}")
+            self.writer = pq.ParquetWriter(self.out, self.schema)
         self.writer.write_batch(batch)
         self.rows += batch.num_rows
 
