@@ -48,6 +48,10 @@ class Metrics:
             "(a key the GC never deletes, e.g. under _lakefs/)",
             ["source", "reason"], registry=r,
         )  # fmt: skip
+        self.dedupe_keys = Gauge(
+            "lakefs_gc_dedupe_keys", "Event keys held in memory to drop redeliveries (dedupe_horizon)",
+            src, registry=r,
+        )  # fmt: skip
         self.ingest_lag = Gauge(
             "lakefs_gc_ingest_lag_seconds",
             "Age of the oldest event of the newest ingested batch when it was recorded",
