@@ -300,8 +300,20 @@ def events_frame(
 ) -> DataFrame:
     """The recorded events (of ``repositories``, if given) as a DataFrame of :data:`EVENT_DDL` rows,
     read by the executors with ``pyarrow`` (no Hadoop connector)."""
+    return files_frame(spark, table, recorded_parts(table), repositories, parallelism=parallelism)
+
+
+def files_frame(
+    spark: SparkSession,
+    table: EventTable,
+    files: list[str],
+    repositories: list[str] | None = None,
+    *,
+    parallelism: int = 8,
+) -> DataFrame:
+    """The events of some of the table's ``files`` (relative paths), as :func:`events_frame`."""
     _, base = table.filesystem()
-    paths = [f"{base}/{part}" for part in recorded_parts(table)]
+    paths = [f"{base}/{part}" for part in files]
     tasks = spark.createDataFrame([(p,) for p in paths], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
     return tasks.mapInArrow(on_executor(_PartReader(table, repositories)), EVENT_DDL)
