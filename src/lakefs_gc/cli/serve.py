@@ -118,6 +118,8 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
     names = ", ".join(s.name for s in settings.schedules()) or "none"
     progress(f"serving {names}; state in {settings.service.state}")
     conf = dict(settings.spark.conf)
+    # offsets and commits logs kept per query (Spark's default, stated: the checkpoints stay bounded)
+    conf.setdefault("spark.sql.streaming.minBatchesToRetain", "100")
     if quiet_spark:  # the demo: Spark's own warnings would bury the story
         conf.setdefault("spark.log.level", "ERROR")
     spark = build_session(

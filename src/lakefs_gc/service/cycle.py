@@ -52,6 +52,8 @@ class CyclePorts:
     mark: Callable[[str], MarkResult]  # repository -> a finished mark (raises GcError on failure)
     sweep: Callable[[str, str], SweepResult]  # (repository, mark_id) -> the sweep's outcome
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    #: compaction and retentions (service.maintenance), before a mark so that it reads compacted state
+    maintain: Callable[[], None] = lambda: None
 
 
 class GcCycle:
@@ -86,6 +88,7 @@ class GcCycle:
                 )
                 return
             self._resume_killed_mark(record)
+            self.ports.maintain()
             self._sweep_due(record, now)
             self._mark_if_due(record, now)
             if record.marks or record.swept:

@@ -80,6 +80,11 @@ class CycleRecords:
         except OSError as e:
             raise StorageError(f"cannot write cycle record {path}: {e}") from e
 
+    def forget(self, batch_id: int) -> None:
+        """Remove a batch's record (retention: ``service.keep_reports``)."""
+        self.batches.pop(batch_id, None)
+        (self.directory / f"{batch_id:012d}.json").unlink(missing_ok=True)
+
     def marks(self) -> list[tuple[BatchRecord, MarkRecord]]:
         """Every mark ever started, oldest first."""
         return [(b, m) for _, b in sorted(self.batches.items()) for m in b.marks]
