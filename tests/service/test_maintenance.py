@@ -44,6 +44,9 @@ def _mark(records: CycleRecords, batch: int, mark_id: str, ended: datetime, name
     report = namespace / "_lakefs/retention/gc/unified" / mark_id
     report.mkdir(parents=True)
     (report / "summary.json").write_text("{}")
+    export = namespace / "_lakefs/retention/gc/uncommitted" / mark_id / "uncommitted"
+    export.mkdir(parents=True)
+    (export / "part.parquet").write_text("x")
 
 
 def test_a_cycle_compacts_caps_dead_letters_and_retires_old_reports(
@@ -82,6 +85,8 @@ def test_a_cycle_compacts_caps_dead_letters_and_retires_old_reports(
     assert generation is not None and generation.rows == 0  # every object deleted before the watermark
     assert len(list((state / "events/table/dead-letter/q").iterdir())) == 2
     assert not (namespace / "_lakefs/retention/gc/unified/old").exists()
+    assert not (namespace / "_lakefs/retention/gc/uncommitted/old").exists()
+    assert (namespace / "_lakefs/retention/gc/uncommitted/newest").exists()
     assert (namespace / "_lakefs/retention/gc/unified/newest").exists()  # the newest mark stays
     assert [m.mark_id for _, m in records.marks()] == ["newest"]
     assert metrics.state_files_retired.labels("dead_letters")._value.get() == 4

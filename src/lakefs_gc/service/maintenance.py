@@ -51,6 +51,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
+#: where lakeFS writes the uncommitted export of a GC run (docs/formats/lakefs-storage.md)
+UNCOMMITTED_EXPORTS = "_lakefs/retention/gc/uncommitted"
+
 #: state sub-directories by what they hold (the ``table`` label of lakefs_gc_state_bytes)
 STATE_TABLES = ("events", "candidates", "range_cache", "cycles", "checkpoints", "spools", "other")
 
@@ -184,6 +187,8 @@ class Maintenance:
                     report = ReportDir(namespace, mark.mark_id, self.candidate_sets.options)
                     fs, path = report.filesystem()
                     _delete_dir(fs, path)
+                    # lakeFS's uncommitted export of that mark (its run id is the mark id)
+                    _delete_dir(fs, namespace.join(f"{UNCOMMITTED_EXPORTS}/{mark.mark_id}/").fs_path)
                     self.metrics.state_files_retired.labels("reports").inc()
             records.forget(batch.batch_id)
             self.metrics.state_files_retired.labels("cycles").inc()
