@@ -168,6 +168,7 @@ def main() -> None:
     p.add_argument("--inventory-every", type=float, default=600)
     p.add_argument("--compaction-every", default="5m")
     p.add_argument("--sample-every", type=float, default=30)
+    p.add_argument("--batch", type=int, default=2000, help="service.max_messages_per_batch")
     p.add_argument("--warmup", type=float, default=10, help="minutes left out of the slopes")
     p.add_argument("--workdir", type=Path)
     p.add_argument("--json", type=Path)
@@ -180,6 +181,7 @@ def main() -> None:
         config = setting.settings(metrics_port=port, interval="1m", tick="15s")
         config["service"]["compaction_interval"] = args.compaction_every
         config["service"]["compaction_margin"] = "2m"
+        config["service"]["max_messages_per_batch"] = args.batch  # a drain ends at this or an empty queue
         # a loaded machine starts Python workers slowly (Spark's default wait is 15 s)
         config["spark"] = {"conf": {"spark.python.authenticate.socketTimeout": "300s"}}
         (workdir / "soak.yaml").write_text(yaml.safe_dump(config))
@@ -195,8 +197,9 @@ def main() -> None:
         next_inventory = started + args.inventory_every
         try:
             with Load(configuration, workdir, args.rate, args.commit_every, args.branch_every) as load:
-                while (elapsed := time.monotonic() - started) < args.minutes * 60:
+                while time.monotonic() - started < args.minutes * 60:
                     time.sleep(args.sample_every)
+                    elapsed = time.monotonic() - started
                     if serve.poll() is not None:
                         raise SystemExit(f"serve exited {serve.returncode}: see {workdir / 'serve.log'}")
                     if time.monotonic() >= next_inventory:
