@@ -80,6 +80,7 @@ class GcCycle:
         if self.stopping.is_set() or (self.max_attempts is not None and self.attempts >= self.max_attempts):
             return  # shutting down: what is due now is still due after the restart
         with self.busy:
+            self.ports.maintain()  # first: a mark's recorded start is when it really starts
             now = self.ports.clock()
             record = self.records.get(batch_id, now)
             if record.finished is not None:
@@ -88,7 +89,6 @@ class GcCycle:
                 )
                 return
             self._resume_killed_mark(record)
-            self.ports.maintain()
             self._sweep_due(record, now)
             self._mark_if_due(record, now)
             if record.marks or record.swept:

@@ -72,6 +72,7 @@ class Maintenance:
     clock: Callable[[], datetime]
     lock: threading.Lock = field(default_factory=threading.Lock)
     superseded: set[str] = field(default_factory=set)  # delivery ids superseded at the last run
+    compacted: datetime | None = None  # when this process last compacted (or found nothing to)
 
     def run(self, repository: str, namespace: StorageLocation, records: CycleRecords) -> None:
         """The shared work if due and no other cycle does it, then ``repository``'s own."""
@@ -98,10 +99,11 @@ class Maintenance:
 
     def _compaction_due(self, now: datetime) -> bool:
         assert self.event_table is not None
-        newest = newest_generation(self.event_table)
-        if newest is None:
-            return True
-        return now - datetime.fromisoformat(newest.created_at) >= self.options.compaction_interval
+        last = self.compacted
+        if last is None:  # after a restart: the newest generation says when
+            newest = newest_generation(self.event_table)
+            last = datetime.fromisoformat(newest.created_at) if newest is not None else None
+        return last is None or now - last >= self.options.compaction_interval
 
     def watermarks(self, now: datetime) -> list[Watermark]:
         """Per repository: fold at its snapshot time minus the margin (see the module docstring)."""
@@ -120,6 +122,7 @@ class Maintenance:
     def compact(self, now: datetime) -> None:
         assert self.event_table is not None
         result = compact_event_table(self.spark, self.event_table, self.watermarks(now), self.clock)
+        self.compacted = now
         m = self.metrics
         m.compaction_duration.observe(result.seconds)
         m.compaction_rows_retired.inc(result.rows_retired)
