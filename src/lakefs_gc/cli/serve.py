@@ -129,6 +129,8 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
     lease = StateLease(where.directory, settings.service.lease_ttl)
     lease.acquire()  # a second service on this state stops here, before Spark starts
     conf = dict(settings.spark.conf)
+    # offsets and commits logs kept per query (Spark's default, stated: the checkpoints stay bounded)
+    conf.setdefault("spark.sql.streaming.minBatchesToRetain", "100")
     if quiet_spark:  # the demo: Spark's own warnings would bury the story
         conf.setdefault("spark.log.level", "ERROR")
     spark = build_session(

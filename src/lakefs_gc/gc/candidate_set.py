@@ -81,10 +81,13 @@ def _after(event: Observed, listed: Listed | None, snapshot_time: datetime | Non
     return listed is None or snapshot_time is None or event.event_time > snapshot_time
 
 
-def _order(event: Observed) -> tuple[str, datetime, str]:
+def event_order(event: Observed) -> tuple[str, datetime, str]:
     """Sequencer, then time; an exact tie goes to the delete ("deleted" > "created"): when in
     doubt, one candidate fewer."""
     return (event.sequencer, event.event_time, event.kind)
+
+
+_order = event_order
 
 
 def _newest(listed: Listed | None, write: Observed | None, written: datetime | None) -> Listed:

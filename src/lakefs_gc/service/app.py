@@ -21,6 +21,7 @@ import logging
 import threading
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.lease import StateLease
+from lakefs_gc.service.maintenance import Maintenance, jvm_heap_used, process_memory
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.state import ServiceState
@@ -105,6 +107,13 @@ class GcService:
         table = self._start_inventory()
         events = self._start_events()
         candidate_sets = CandidateSets(self.settings.storage, table, events.events_of if events else None)
+        event_table = events.table if events else None
+        self.maintenance = Maintenance(
+            self.spark, self.settings.service, self.where.directory, candidate_sets, event_table,
+            tuple(self.repositories), self.metrics, clock=lambda: datetime.now(timezone.utc),
+        )  # fmt: skip
+        self.metrics.driver_rss.set_function(process_memory)
+        self.metrics.jvm_heap_used.set_function(jvm_heap_used(self.spark))
         for repo in self.repositories.values():
             self._start_cycle(repo, candidate_sets)
         self.state.started = True
@@ -219,7 +228,8 @@ class GcService:
             with jobs.lakefs_client(settings, "sweep") as client:
                 return jobs.sweep(spark, settings, repository, mark_id, client=client, progress=_log.info)
 
-        ports = CyclePorts(mark, sweep)
+        maintenance = self.maintenance
+        ports = CyclePorts(mark, sweep, maintain=lambda: maintenance.run(name, repo.namespace, records))
         svc = settings.service
         repo.cycle = GcCycle(
             repo.schedule, records, ports, self.metrics, retry_delay=svc.retry_delay, stopping=self.stopping

@@ -56,6 +56,10 @@ class CandidateSets:
             swept=lambda spark, p: self._swept(spark, p, namespace, records, since),
         )
 
+    def newest_snapshot(self, repository: str) -> Snapshot | None:
+        """The repository's newest ingested snapshot (None: no inventory, or none yet)."""
+        return self._snapshot(repository)
+
     def _snapshot(self, repository: str) -> Snapshot | None:
         if self.table is None:
             return None

@@ -52,6 +52,8 @@ class CyclePorts:
     mark: Callable[[str], MarkResult]  # repository -> a finished mark (raises GcError on failure)
     sweep: Callable[[str, str], SweepResult]  # (repository, mark_id) -> the sweep's outcome
     clock: Callable[[], datetime] = lambda: datetime.now(timezone.utc)
+    #: compaction and retentions (service.maintenance), before a mark so that it reads compacted state
+    maintain: Callable[[], None] = lambda: None
 
 
 class GcCycle:
@@ -81,6 +83,7 @@ class GcCycle:
         if self.stopping.is_set() or (self.max_attempts is not None and self.attempts >= self.max_attempts):
             return  # shutting down: what is due now is still due after the restart
         with self.busy:
+            self.ports.maintain()  # first: a mark's recorded start is when it really starts
             now = self.ports.clock()
             record = self.records.get(batch_id, now)
             if record.finished is not None:

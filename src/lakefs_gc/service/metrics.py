@@ -50,6 +50,10 @@ class Metrics:
             "(a key the GC never deletes, e.g. under _lakefs/)",
             ["source", "reason"], registry=r,
         )  # fmt: skip
+        self.dedupe_keys = Gauge(
+            "lakefs_gc_dedupe_keys", "Event keys held in memory to drop redeliveries (dedupe_horizon)",
+            src, registry=r,
+        )  # fmt: skip
         self.ingest_lag = Gauge(
             "lakefs_gc_ingest_lag_seconds",
             "Age of the oldest event of the newest ingested batch when it was recorded",
@@ -135,6 +139,7 @@ class Metrics:
             "lakefs_gc_lakefs_api_errors", "lakeFS API calls that failed after retries, by operation",
             ["operation"], registry=r,
         )  # fmt: skip
+        self._state_metrics(r)
         self.stream_failures = Counter(
             "lakefs_gc_stream_failures", "Streaming queries that stopped with an error", ["query"], registry=r
         )
@@ -168,6 +173,43 @@ class Metrics:
             self.inventory_deliveries.labels(outcome)
         for operation in (*OPERATIONS, "other"):
             self.lakefs_api_errors.labels(operation)
+
+    def _state_metrics(self, r: CollectorRegistry) -> None:
+        """How the service's state and memory change over months (bounded by its retentions)."""
+        self.state_bytes = Gauge(
+            "lakefs_gc_state_bytes", "Bytes in the service's state directory, by table (events, candidates, "
+            "range_cache, cycles, checkpoints, spools, other)", ["table"], registry=r,
+        )  # fmt: skip
+        self.state_files_retired = Counter(
+            "lakefs_gc_state_files_retired", "Files removed by retention, by what they were (reports, "
+            "cycles, dead_letters, candidates)", ["table"], registry=r,
+        )  # fmt: skip
+        for table in ("reports", "cycles", "dead_letters", "candidates"):
+            self.state_files_retired.labels(table)  # every series from the start
+        self.event_table_rows = Gauge(
+            "lakefs_gc_event_table_rows", "Rows the event table holds after its last compaction", registry=r
+        )
+        self.compaction_duration = Histogram(
+            "lakefs_gc_compaction_duration_seconds", "Wall time of event table compactions",
+            buckets=_DURATION_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.compaction_rows_folded = Counter(
+            "lakefs_gc_compaction_rows_folded", "Event rows a compaction folded away", registry=r
+        )
+        self.compaction_rows_retired = Counter(
+            "lakefs_gc_compaction_rows_retired", "Event rows in files retired after a compaction", registry=r
+        )
+        self.maintenance_failures = Counter(
+            "lakefs_gc_maintenance_failures",
+            "Compactions and retentions that failed (retried later)",
+            registry=r,
+        )
+        self.driver_rss = Gauge(
+            "lakefs_gc_driver_rss_bytes", "Resident memory of the driver's Python process", registry=r
+        )
+        self.jvm_heap_used = Gauge(
+            "lakefs_gc_jvm_heap_used_bytes", "Heap in use in the driver's JVM", registry=r
+        )
 
     def observe_lakefs_call(self, operation: str, seconds: float, failed: bool) -> None:
         """The :class:`~lakefs_gc.lakefs.client.LakeFSClient` observer hook.

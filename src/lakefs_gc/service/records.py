@@ -80,6 +80,11 @@ class CycleRecords:
         self.batches[record.batch_id] = record
         self.directory.write(f"{record.batch_id:012d}.json", json.dumps(asdict(record), indent=1).encode())
 
+    def forget(self, batch_id: int) -> None:
+        """Remove a batch's record (retention: ``service.keep_reports``)."""
+        self.batches.pop(batch_id, None)
+        self.directory.delete(f"{batch_id:012d}.json")
+
     def marks(self) -> list[tuple[BatchRecord, MarkRecord]]:
         """Every mark ever started, oldest first."""
         return [(b, m) for _, b in sorted(self.batches.items()) for m in b.marks]

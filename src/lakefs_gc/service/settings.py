@@ -33,7 +33,8 @@ from lakefs_gc.settings import GcSettings
 
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,62}$")
 _DURATIONS = ("interval", "sweep_delay", "tick", "events_trigger", "inventory_trigger", "retry_delay",
-              "shutdown_timeout", "lease_ttl")  # fmt: skip
+              "shutdown_timeout", "lease_ttl", "dedupe_horizon", "compaction_interval",
+              "compaction_margin", "keep_reports")  # fmt: skip
 
 
 class _Durations(BaseModel):
@@ -116,6 +117,34 @@ class ServiceOptions(_Durations):
         default=timedelta(seconds=10), description="How often the event sources drain their queues."
     )
     max_messages_per_batch: int = Field(default=10_000, ge=1, description="Per event micro-batch.")
+    dedupe_horizon: timedelta = Field(
+        default=timedelta(hours=1),
+        description="How long the keys of stored events are kept to drop redeliveries. A queue "
+        "redelivers a message its consumer did not delete within the visibility timeout (SQS and "
+        "Storage Queues: 30 s by default, 12 h at most): keep this above the queues' visibility "
+        "timeout. Memory is about 100 bytes per event received within the horizon. A redelivery "
+        "later than this is stored twice, which changes no candidate set and compaction removes.",
+    )
+    compaction_interval: timedelta = Field(
+        default=timedelta(hours=1),
+        description="How often a GC cycle compacts the event table (folds events older than each "
+        "repository's newest snapshot, minus compaction_margin, into what the snapshot does not list).",
+    )
+    compaction_margin: timedelta = Field(
+        default=timedelta(hours=6),
+        description="Events newer than a repository's snapshot time minus this stay as they are: a "
+        "notification delivered later than this after its event time (queue delays, a service outage "
+        "longer than this) may make a compacted object a candidate once more (its sweep then reports "
+        "it missing) or keep one a cycle longer; it never makes a referenced object deletable.",
+    )
+    keep_reports: timedelta = Field(
+        default=timedelta(days=30),
+        description="Mark reports (with their swept/ logs) and cycle records older than this are "
+        "removed; the newest successful mark of each repository is always kept.",
+    )
+    dead_letters_max_files: int = Field(
+        default=1000, ge=1, description="Dead-letter files kept (the oldest are removed beyond this)."
+    )
     inventory: str | None = Field(
         default=None,
         description="Inventory destination whose deliveries become the candidate sets' snapshots "

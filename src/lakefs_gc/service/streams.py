@@ -100,6 +100,7 @@ class EventStreams:
                 self.where.checkpoint(f"events/{name}"),
                 trigger=_every(svc.events_trigger.total_seconds()),
                 on_batch=partial(self.count, name),
+                dedupe_horizon=svc.dedupe_horizon,
             )
             queries.append(query)
         return queries
@@ -108,6 +109,7 @@ class EventStreams:
         m = self.metrics
         m.events_received.labels(source).inc(counts.received)
         m.events_deduplicated.labels(source).inc(counts.deduplicated)
+        m.dedupe_keys.labels(source).set(counts.dedupe_keys)
         m.events_dead_lettered.labels(source).inc(counts.dead_lettered)
         m.events_skipped.labels(source).inc(counts.skipped)
         m.events_unrouted.labels(source, "outside").inc(counts.unrouted)

@@ -13,9 +13,11 @@ sinks"): a batch id replayed after a crash finds its record and is skipped, or f
 written again under the same names; readers read only the parts records list.
 
 Queues deliver at least once, so an event is stored once per
-:meth:`~lakefs_gc.events.model.ObjectEvent.dedupe_key`: the sink drops events already stored
-(keys of this source's recorded parts, loaded when the sink starts) or repeated in the batch,
-and counts them.
+:meth:`~lakefs_gc.events.model.ObjectEvent.dedupe_key` within the dedupe horizon
+(:mod:`lakefs_gc.events.dedupe`): the sink drops events stored within the horizon (the keys it
+stored, and on start the keys of the table's events received within the horizon) or repeated in
+the batch, and counts them. Compaction (:mod:`.compaction`) folds recorded parts into generations
+(:mod:`.generations`); readers read the newest complete generation and the parts it did not fold.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import json
 import logging
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,7 +36,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.events.dedupe import DedupeKey, RecentKeys
 from lakefs_gc.events.model import EVENT_DDL, EVENT_SCHEMA
+from lakefs_gc.spark.ingest.events.generations import newest_generation
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig, event_source_class, source_name
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
 from lakefs_gc.spark.runtime.failures import on_executor
@@ -51,9 +55,10 @@ PARTS = "parts"
 DEAD_LETTER = "dead-letter"
 RECORDS = "_batches"
 #: the columns an event's dedupe key is made of
-_KEY_COLUMNS = ["repository", "address", "kind", "sequencer", "event_time", "version_id"]
-
-DedupeKey = tuple[str, str, str, str, str]
+KEY_COLUMNS = ["repository", "address", "kind", "sequencer", "event_time", "version_id"]
+#: redeliveries come within the queue's visibility timeout (SQS and Storage Queues: 30 s by
+#: default, 12 h at most) after the first delivery; ``service.dedupe_horizon`` sets it
+DEFAULT_DEDUPE_HORIZON = timedelta(hours=1)
 
 
 @dataclass(frozen=True)
@@ -79,6 +84,7 @@ class BatchCounts:
     oldest_event_time: datetime | None = None  # of the stored events
     newest_event_time: datetime | None = None
     spools: tuple[int, ...] = ()
+    dedupe_keys: int = 0  # keys held for redelivery dedupe after the batch (bounded by the horizon)
 
 
 class EventTableSink:
@@ -90,39 +96,63 @@ class EventTableSink:
         source: str,
         stream_id: str,
         on_batch: Callable[[BatchCounts], None] | None = None,
+        *,
+        dedupe_horizon: timedelta = DEFAULT_DEDUPE_HORIZON,
+        clock: Callable[[], datetime] | None = None,
     ) -> None:
         self.table, self.source, self.stream_id = table, source, stream_id
         self.on_batch = on_batch or (lambda counts: None)
-        self.seen: set[DedupeKey] = stored_keys(table, source)
+        self.clock = clock or (lambda: datetime.now(timezone.utc))
+        self.seen = RecentKeys(dedupe_horizon)
+        self.seen.add_stored(recent_keys(table, self.clock() - dedupe_horizon))
         self.committed: list[BatchCounts] = []  # what this process's batches recorded
 
     def __call__(self, df: DataFrame, batch_id: int) -> None:
+        if not self._recorded(batch_id):  # a replay is skipped before Spark computes its rows
+            self.store(df.toArrow(), batch_id)
+
+    def _record_path(self, batch_id: int) -> tuple[pafs.FileSystem, str, str]:
         fs, base = self.table.filesystem()
         name = f"{self.stream_id}-{batch_id:012d}"
-        record = f"{base}/{RECORDS}/{self.source}-{name}.json"
+        return fs, name, f"{base}/{RECORDS}/{self.source}-{name}.json"
+
+    def _recorded(self, batch_id: int) -> bool:
+        fs, _, record = self._record_path(batch_id)
         if fs.get_file_info(record).type == pafs.FileType.File:
             log.info(
                 "%s: batch %d was already recorded in %s; skipping its replay", self.source, batch_id, record
             )
-            return
-        rows = df.toArrow()
+            return True
+        return False
+
+    def store(self, rows: pa.Table, batch_id: int) -> BatchCounts | None:
+        """Store one batch's status rows (:data:`~.source.SOURCE_SCHEMA`) once: its events not
+        stored yet, its dead letters, then its record (None: recorded before, a replay)."""
+        if self._recorded(batch_id):
+            return None
+        fs, name, record = self._record_path(batch_id)
+        _, base = self.table.filesystem()
+        now = self.clock()
+        self.seen.expire(now)
         events, deduplicated = self._new_events(rows)
         part = self._write_part(fs, base, name, events)
         dead = self._write_dead_letters(fs, base, name, rows)
-        counts = _counts(self.source, batch_id, rows, events, deduplicated)
+        held = len(self.seen) + events.num_rows  # the batch's keys are new ones, each once
+        counts = _counts(self.source, batch_id, rows, events, deduplicated, held)
         body = {
             "source": self.source,
             "stream": self.stream_id,
             "batch": name,
-            "recorded_at": datetime.now(timezone.utc).isoformat(),
+            "recorded_at": now.isoformat(),
             "part": part,
             "dead_letter": dead,
             **_counts_json(counts),
         }
         write_whole(fs, record, json.dumps(body, indent=1).encode())
-        self.seen.update(_keys(events))
+        self.seen.add(_keys(events), now)
         self.committed.append(counts)
         self.on_batch(counts)
+        return counts
 
     def _new_events(self, rows: pa.Table) -> tuple[pa.Table, int]:
         """The batch's routed events not stored yet, each once; and how many were dropped."""
@@ -171,7 +201,9 @@ class EventTableSink:
         return relative
 
 
-def _counts(source: str, batch_id: int, rows: pa.Table, events: pa.Table, deduplicated: int) -> BatchCounts:
+def _counts(
+    source: str, batch_id: int, rows: pa.Table, events: pa.Table, deduplicated: int, held: int
+) -> BatchCounts:
     status = rows.column("status").to_pylist()
     messages = set(zip(rows.column("spool").to_pylist(), rows.column("message_id").to_pylist(), strict=True))
     repositories: dict[str, int] = {}
@@ -192,6 +224,7 @@ def _counts(source: str, batch_id: int, rows: pa.Table, events: pa.Table, dedupl
         oldest_event_time=pc.min(times).as_py() if events.num_rows else None,
         newest_event_time=pc.max(times).as_py() if events.num_rows else None,
         spools=tuple(sorted({s for s, _ in messages})),
+        dedupe_keys=held,
     )
 
 
@@ -207,7 +240,7 @@ def _counts_json(counts: BatchCounts) -> dict[str, Any]:
 def _keys(events: pa.Table) -> list[DedupeKey]:
     """:meth:`ObjectEvent.dedupe_key` per row, from the stored columns (the sequencer when there is
     one, else the event time, stands for the notification)."""
-    columns = [events.column(c).to_pylist() for c in _KEY_COLUMNS]
+    columns = [events.column(c).to_pylist() for c in KEY_COLUMNS]
     return [
         (repository, address, kind, sequencer or _iso(when) or "", version or "")
         for repository, address, kind, sequencer, when, version in zip(*columns, strict=True)
@@ -231,19 +264,35 @@ def event_records(table: EventTable, source: str | None = None) -> list[dict[str
         except (OSError, ValueError) as e:
             raise StorageError(f"{info.path}: unreadable event batch record: {e}") from e
         if source is None or record.get("source") == source:
+            record["record"] = f"{RECORDS}/{info.base_name}"
             records.append(record)
     return sorted(records, key=lambda r: (r["recorded_at"], r["batch"]))
 
 
-def stored_keys(table: EventTable, source: str) -> set[DedupeKey]:
-    """The dedupe keys of every event ``source``'s recorded batches stored."""
+def recorded_parts(table: EventTable) -> list[str]:
+    """The files a reader reads (relative): the newest complete generation's, then the parts of
+    the batch records it did not fold."""
+    generation = newest_generation(table)
+    folded = generation.folded if generation is not None else frozenset()
+    parts = list(generation.files) if generation is not None else []
+    parts += [r["part"] for r in event_records(table) if r.get("part") and r["record"] not in folded]
+    return parts
+
+
+def recent_keys(table: EventTable, since: datetime) -> Iterator[tuple[DedupeKey, datetime]]:
+    """The dedupe keys of the stored events received at or after ``since`` (all sources: a
+    notification delivered by two queues is one event), with their received time."""
     fs, base = table.filesystem()
-    keys: set[DedupeKey] = set()
-    for record in event_records(table, source):
-        if record.get("part"):
-            with fs.open_input_file(f"{base}/{record['part']}") as f:
-                keys.update(_keys(pq.read_table(f, columns=_KEY_COLUMNS)))
-    return keys
+    wanted = [*KEY_COLUMNS, "received_time"]
+    for relative in recorded_parts(table):
+        with fs.open_input_file(f"{base}/{relative}") as f:
+            rows = pq.read_table(f, columns=wanted)
+        rows = rows.filter(
+            pc.greater_equal(
+                rows.column("received_time"), pa.scalar(since, rows.schema.field("received_time").type)
+            )
+        )
+        yield from zip(_keys(rows), rows.column("received_time").to_pylist(), strict=True)
 
 
 def events_frame(
@@ -251,8 +300,20 @@ def events_frame(
 ) -> DataFrame:
     """The recorded events (of ``repositories``, if given) as a DataFrame of :data:`EVENT_DDL` rows,
     read by the executors with ``pyarrow`` (no Hadoop connector)."""
+    return files_frame(spark, table, recorded_parts(table), repositories, parallelism=parallelism)
+
+
+def files_frame(
+    spark: SparkSession,
+    table: EventTable,
+    files: list[str],
+    repositories: list[str] | None = None,
+    *,
+    parallelism: int = 8,
+) -> DataFrame:
+    """The events of some of the table's ``files`` (relative paths), as :func:`events_frame`."""
     _, base = table.filesystem()
-    paths = [f"{base}/{r['part']}" for r in event_records(table) if r.get("part")]
+    paths = [f"{base}/{part}" for part in files]
     tasks = spark.createDataFrame([(p,) for p in paths], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
     return tasks.mapInArrow(on_executor(_PartReader(table, repositories)), EVENT_DDL)
@@ -285,6 +346,7 @@ def run_event_stream(
     *,
     trigger: dict[str, Any],
     on_batch: Callable[[BatchCounts], None] | None = None,
+    dedupe_horizon: timedelta = DEFAULT_DEDUPE_HORIZON,
 ) -> StreamingQuery:
     """Start ``config``'s event source into ``table`` (query name: ``config.name``).
 
@@ -293,7 +355,7 @@ def run_event_stream(
     Spark's own, on a filesystem Spark writes without connectors; it keeps the stream id too.
     """
     checkpoint = clear_interrupted_writes(checkpoint.resolve())
-    sink = EventTableSink(table, config.name, stream_id(checkpoint), on_batch)
+    sink = EventTableSink(table, config.name, stream_id(checkpoint), on_batch, dedupe_horizon=dedupe_horizon)
     spark.dataSource.register(event_source_class(config))
     return (
         spark.readStream.format(source_name(config))

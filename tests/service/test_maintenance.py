@@ -1,0 +1,102 @@
+"""State maintenance as the cycles run it: compaction, dead letters, reports and records, sizes.
+
+Without a service around it (the cycle calls :meth:`Maintenance.run`): a state directory with an
+event table written by the sink, cycle records and report directories on a local namespace.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+import pyarrow as pa
+from pyspark.sql import SparkSession
+
+from lakefs_gc.events.model import sequencer_order
+from lakefs_gc.service.candidates import CandidateSets
+from lakefs_gc.service.maintenance import Maintenance, process_memory, state_sizes
+from lakefs_gc.service.metrics import Metrics
+from lakefs_gc.service.records import BatchRecord, CycleRecords, MarkRecord
+from lakefs_gc.service.settings import ServiceOptions
+from lakefs_gc.spark.ingest.events.generations import newest_generation
+from lakefs_gc.spark.ingest.events.source import SOURCE_SCHEMA
+from lakefs_gc.spark.ingest.events.table import EventTable, EventTableSink
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import parse_location
+
+NOW = datetime(2026, 11, 24, 12, tzinfo=timezone.utc)
+
+
+def _row(n: int, kind: str, when: datetime, status: str = "event") -> dict[str, object]:
+    dead = status == "dead"
+    return {
+        "repository": "r", "address": f"data/o{n // 2}", "kind": kind, "event_time": when,
+        "sequencer": sequencer_order(f"{n:016x}"), "size": 1, "message_id": f"m{n}", "received_time": when,
+        "status": status, "reason": "bad" if dead else None, "body": "{" if dead else None, "spool": n,
+    }  # fmt: skip
+
+
+def _mark(records: CycleRecords, batch: int, mark_id: str, ended: datetime, namespace: Path) -> None:
+    record = BatchRecord(batch, ended.isoformat())
+    record.marks.append(MarkRecord(ended.isoformat(), mark_id, True, ended.isoformat(), sweep="done",
+                                   swept=ended.isoformat()))  # fmt: skip
+    records.save(record)
+    report = namespace / "_lakefs/retention/gc/unified" / mark_id
+    report.mkdir(parents=True)
+    (report / "summary.json").write_text("{}")
+    export = namespace / "_lakefs/retention/gc/uncommitted" / mark_id / "uncommitted"
+    export.mkdir(parents=True)
+    (export / "part.parquet").write_text("x")
+
+
+def test_a_cycle_compacts_caps_dead_letters_and_retires_old_reports(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    state, namespace = tmp_path / "state", tmp_path / "ns"
+    table = EventTable(parse_location(str(state / "events/table")), StorageOptions())
+    sink = EventTableSink(table, "q", "s", clock=lambda: NOW)
+    for batch in range(6):  # an object written and deleted over and over, a dead letter per batch
+        when = NOW - timedelta(hours=12 - batch)
+        rows = [
+            _row(batch * 2, "created", when),
+            _row(batch * 2 + 1, "deleted", when),
+            _row(99, "", when, "dead"),
+        ]
+        sink.store(pa.Table.from_pylist(rows, schema=SOURCE_SCHEMA), batch)
+    records = CycleRecords(state / "cycles/r/batches")
+    _mark(records, 1, "old", NOW - timedelta(days=40), namespace)
+    _mark(records, 2, "newest", NOW - timedelta(days=35), namespace)
+    options = ServiceOptions(state=state, dead_letters_max_files=2)
+    metrics = Metrics()
+    maintenance = Maintenance(
+        spark,
+        options,
+        state,
+        CandidateSets(StorageOptions(), None, None),
+        table,
+        ("r",),
+        metrics,
+        lambda: NOW,
+    )
+    location = parse_location(str(namespace) + "/")
+    maintenance.run("r", location, records)
+
+    generation = newest_generation(table)
+    assert generation is not None and generation.rows == 0  # every object deleted before the watermark
+    assert len(list((state / "events/table/dead-letter/q").iterdir())) == 2
+    assert not (namespace / "_lakefs/retention/gc/unified/old").exists()
+    assert not (namespace / "_lakefs/retention/gc/uncommitted/old").exists()
+    assert (namespace / "_lakefs/retention/gc/uncommitted/newest").exists()
+    assert (namespace / "_lakefs/retention/gc/unified/newest").exists()  # the newest mark stays
+    assert [m.mark_id for _, m in records.marks()] == ["newest"]
+    assert metrics.state_files_retired.labels("dead_letters")._value.get() == 4
+    assert metrics.event_table_rows._value.get() == 0
+    sizes = state_sizes(state)
+    assert sizes["events"] > 0 and sizes["cycles"] > 0
+    assert metrics.state_bytes.labels("events")._value.get() == sizes["events"]
+    assert process_memory() > 10_000_000
+    # not due again within compaction_interval (the clock has not moved)
+    sink.store(pa.Table.from_pylist([_row(40, "created", NOW)], schema=SOURCE_SCHEMA), 6)
+    maintenance.run("r", location, records)
+    newest = newest_generation(table)
+    assert newest is not None and newest.number == 1 and metrics.maintenance_failures._value.get() == 0
