@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from lakefs_gc.cli.main import main
 from lakefs_gc.gc import reasons
 from tests.support.gc_env import GcEnv, run_cli
 from tests.testing.unified_gc import EXPECTED_SURVIVORS, UnifiedGcScenario, build_unified_gc
@@ -70,8 +71,12 @@ def test_explain_unified_gc(local_env: GcEnv, capsys: pytest.CaptureFixture[str]
 
     # text, by path and ref
     capsys.readouterr()
-    code = run_cli(
-        capsys, "explain", "--repo", "unified", "--path", "file_3", "--ref", "main", "--unsafe-min-age", "0s",
+    code = main([
+        "explain", "--repo", "unified", "--path", "file_3", "--ref", "main", "--unsafe-min-age", "0s",
         *local_env.args(),
-    )[0]  # fmt: skip
+    ])  # fmt: skip
+    out = capsys.readouterr().out
+    print(out)
     assert code == 0
+    assert out.startswith(f"{scenario.relative('file_3')}: uncommitted ('file_3' at 'main')")
+    assert "staged (uncommitted) on main at 'file_3'" in out

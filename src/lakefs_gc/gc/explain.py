@@ -21,7 +21,7 @@ from lakefs_gc.gc import reasons
 from lakefs_gc.gc.addresses import deletable_key
 from lakefs_gc.gc.cutoff import Cutoff
 
-#: verdict of an object no GC may ever delete (invariant 3): outside ``data/``-style keys or ``_lakefs/``
+#: verdict of an object no GC may ever delete (docs/invariants.md, invariant 3)
 OUT_OF_SCOPE = "out_of_scope"
 
 
