@@ -31,7 +31,7 @@ from typing import Any
 
 import lakefs_sdk
 import pyarrow.fs as pafs
-from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 from pydantic import SecretStr
 from tests.gc.reference_gc import namespace_files
@@ -101,7 +101,7 @@ def measure(
     }
 
 
-def run(histories: int, generator: str, out: Path | None) -> dict[str, Any]:
+def run(histories: int, generator: str, out: Path | None, random_seed: int) -> dict[str, Any]:
     results: list[dict[str, Any]] = []
     started = time.monotonic()
     clock = Clock()
@@ -125,6 +125,7 @@ def run(histories: int, generator: str, out: Path | None) -> dict[str, Any]:
                     max_examples=histories, deadline=None, database=None, phases=[Phase.generate],
                     suppress_health_check=list(HealthCheck),
                 )  # fmt: skip
+                @seed(random_seed)
                 @given(data=st.data())
                 def one(data: st.DataObject) -> None:
                     results.append(measure(env, client, graph, data, generator))
@@ -161,10 +162,11 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--histories", type=int, default=300)
+    parser.add_argument("--seed", type=int, default=19, help="hypothesis seed")
     parser.add_argument("--generator", choices=sorted(GENERATORS), default="differential")
     parser.add_argument("--json", type=Path, help="also write the totals here (updated every 25 histories)")
     args = parser.parse_args()
-    summary = run(args.histories, args.generator, args.json)
+    summary = run(args.histories, args.generator, args.json, args.seed)
     for key, value in summary.items():
         print(f"{key:45} {value}")
 
