@@ -36,8 +36,9 @@ from hypothesis import strategies as st
 from pydantic import SecretStr
 from tests.gc.reference_gc import namespace_files
 from tests.gc.test_differential import MIN_AGE_SECONDS, OLD, SETTINGS, Built, Env, random_history
+from tests.gc.test_hazards_api import build_fork
 from tests.testing.sdk import Lakefs
-from tests.testing.test_retention_property import NOW, Clock, History, Shared, server_csv
+from tests.testing.test_retention_property import NOW, Clock, History, Rules, Shared, server_csv
 from tests.testing.test_retention_property import OPERATIONS as RETENTION_OPERATIONS
 
 from lakefs_gc.lakefs.client import LakeFSClient
@@ -65,7 +66,19 @@ def measure(
     env: Env, client: LakeFSClient, graph: LakeFSCommitGraph, data: st.DataObject, generator: str
 ) -> dict[str, Any]:
     """One random history: the commits and objects only the cross-check keeps."""
-    built = GENERATORS[generator](env, data)
+    return count(env, client, graph, GENERATORS[generator](env, data))
+
+
+def calibrate(env: Env, client: LakeFSClient, graph: LakeFSCommitGraph) -> dict[str, Any]:
+    """The fork of issue 19 in the commit-id order lakeFS gets wrong: must count 1 commit, 1 object."""
+    fork = build_fork(env, a_first=True)  # type: ignore[arg-type]  # only env.shared is used
+    rules = Rules(7, {"A": 21, "B": 7})
+    built = Built(fork.repo, env.storage_root / fork.repo, [fork.p, fork.a, fork.b], rules)
+    return count(env, client, graph, built)
+
+
+def count(env: Env, client: LakeFSClient, graph: LakeFSCommitGraph, built: Built) -> dict[str, Any]:
+    """What only the cross-check keeps in one built repository."""
     root, repo = env.storage_root, built.repo
     rows = server_csv(env.lakefs, repo, root)
     exported = ActiveCommits(
@@ -136,6 +149,7 @@ def run(histories: int, generator: str, out: Path | None, random_seed: int) -> d
                         if out:
                             out.write_text(json.dumps(totals(results, started), indent=2))
 
+                print(f"calibration (the fork of issue 19): {calibrate(env, client, graph)}", file=sys.stderr)
                 one()
     summary = totals(results, started)
     if out:
