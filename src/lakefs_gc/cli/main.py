@@ -14,7 +14,7 @@ import traceback
 from collections.abc import Callable, Sequence
 
 from lakefs_gc import __version__
-from lakefs_gc.cli import backup, demo, gc, inventory, serve, sstable, test_server
+from lakefs_gc.cli import backup, demo, explain, gc, inventory, serve, sstable, test_server
 from lakefs_gc.cli.exits import MEANING, exit_status_help
 from lakefs_gc.errors import ExitCode, GcError
 
@@ -44,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(title="commands", metavar="COMMAND")
     demo.register(commands)
     gc.register(commands)
+    explain.register(commands)
     serve.register(commands)
     backup.register(commands)
     inventory.register(commands)

@@ -61,6 +61,7 @@ Operation = Literal[
     "log commits",
     "get commit",
     "stat object",
+    "diff branch",
 ]
 OPERATIONS: tuple[Operation, ...] = get_args(Operation)
 

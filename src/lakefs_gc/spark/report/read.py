@@ -78,10 +78,10 @@ class _MarkedPartReader:
         fs, _ = self.report.filesystem()
         for batch in batches:
             for path in batch.column("path").to_pylist():
-                yield from _read_address_column(fs, path)
+                yield from read_address_column(fs, path)
 
 
-def _read_address_column(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBatch]:
+def read_address_column(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBatch]:
     try:
         with fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)
