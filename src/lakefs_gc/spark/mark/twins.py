@@ -98,7 +98,8 @@ def twin_pairs(
     """``(address, size, metarange, path)``: marked objects of the size of a HEAD entry."""
     heads = spark.createDataFrame([(m,) for m in metaranges], "metarange string")
     heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
-    tree = heads.mapInArrow(on_executor(_HeadRanges(reader)), "metarange string, id string")
+    # read once: the query below uses the tree twice, and Spark would read every metarange again
+    tree = heads.mapInArrow(on_executor(_HeadRanges(reader)), "metarange string, id string").localCheckpoint()
     entries = (
         tree.select("id").distinct().repartition(parallelism)
         .mapInArrow(on_executor(_RangeEntries(reader)), "id string, path string, size long")
