@@ -71,9 +71,7 @@ def test_dedupe_keys_stay_bounded_and_every_redelivery_is_dropped(tmp_path: Path
         ]
         fresh = sent[batch]
         spool.write(batch + 1, [*fresh, *again], now[0])
-        rows = pa.Table.from_batches(
-            list(read_spool(config, batch + 1)), schema=SOURCE_SCHEMA
-        )
+        rows = pa.Table.from_batches(list(read_spool(config, batch + 1)), schema=SOURCE_SCHEMA)
         counts = current.store(rows, batch)
         assert counts is not None
         stored, deduplicated, redeliveries = (
