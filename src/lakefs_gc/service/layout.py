@@ -67,8 +67,8 @@ def decide_layout(
         raise ConfigError(
             f"{where}: the service state has layout {layout}, written by lakefs-gc {by}; this release "
             f"({written_by}) reads layout {LAYOUT} at most. Run lakefs-gc {by} or newer on this state, "
-            "or give this release a new service.state (it rebuilds the tables from the queues and "
-            "inventories; the cycle records of the newer release stay where they are)"
+            "or give this release a new service.state and service.checkpoints (it starts with empty "
+            "tables; this state stays as the newer release left it)"
         )
     return LayoutDecision(layout, write_marker=marker.get("written_by") != written_by)
 
