@@ -6,7 +6,8 @@ release must read it whole, or migrate it. The test copies it to a temporary dir
 every part of it the way the service does: the layout marker, the cycle records (marks, the
 pending sweep, the last success), the event table (its records, events and dead letter, as the
 cycle's Spark read gives them), the candidate table (its deliveries and their candidates) and the
-range cache (its generation and parts).
+range cache (its generation and parts); the same on S3 (moto), as a cluster keeps its state. A
+newer layout is refused by ``serve`` before Spark starts (exit 3), and the lease given back.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from lakefs_gc.spark.mark.range_cache import RangeCache
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
+from tests.support.object_stores import MotoServer, s3_options
 
 LAKEFS = {"endpoint": "http://127.0.0.1:9", "access_key_id": "k", "secret_access_key": "s"}
 NAMESPACE = "s3://demo-bucket/repos/demo"
@@ -101,6 +103,23 @@ def test_this_release_reads_a_layout_1_state(old_state: Path, spark: SparkSessio
         for batch in store.scan(p, ["range_id", "address"], None, found) for a in batch.column(1).to_pylist()
     ]  # fmt: skip
     assert sorted(addresses) == [f"data/obj-{n}" for n in range(1, 5)] and found == {"range-a", "range-b"}
+
+
+def test_a_layout_1_state_on_s3_is_read(fixtures: Path, moto: MotoServer, s3_bucket: str) -> None:
+    """The same state on an object store (a cluster's state): marker, records, tables, cache."""
+    options = StorageOptions(s3=s3_options(moto))
+    directory = StoreDirectory.of(f"s3://{s3_bucket}/gc-state", options)
+    source = fixtures / "state-layout-1"
+    for file in sorted(p for p in source.rglob("*") if p.is_file()):
+        directory.write(file.relative_to(source).as_posix(), file.read_bytes())
+    assert take_layout(directory, "0.1.0") == 1
+    records = CycleRecords(directory.sub("cycles/demo/batches"))
+    assert [m.mark_id for _, m in records.pending_sweeps()] == ["mark-0002"]
+    events = EventTable(parse_location(directory.uri("events/table")), options)
+    assert [r["events"] for r in event_records(events)] == [2, 1] and len(recorded_parts(events)) == 2
+    candidates = CandidateTable(parse_location(directory.uri("inventory/table")), options)
+    assert [d.candidates for d in ingested_deliveries(candidates)] == [4, 0]
+    assert RangeCache.for_repository(directory, "demo").open("demo", NAMESPACE).number == 1
 
 
 def test_an_unmarked_state_is_layout_1_and_gets_its_marker(old_state: Path) -> None:
