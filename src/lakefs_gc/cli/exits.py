@@ -14,7 +14,10 @@ MEANING: dict[ExitCode, str] = {
     ExitCode.OK: "ok",
     ExitCode.INTERNAL: "unexpected error, a bug: the traceback is printed; please report it",
     ExitCode.USAGE: "wrong command line (unknown flag, missing argument, no command)",
-    ExitCode.SETTINGS: "bad settings or arguments (config file, flags, environment, unknown mark id)",
+    ExitCode.SETTINGS: (
+        "bad settings or arguments (config file, flags, environment, unknown mark id), "
+        "or a service state of a newer layout"
+    ),
     ExitCode.LAKEFS: "lakeFS error or unreachable (after retries)",
     ExitCode.EXPORT: "a lakeFS export or a mark report is missing or unreadable",
     ExitCode.STORAGE: "object store error or unreachable",

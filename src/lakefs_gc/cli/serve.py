@@ -119,6 +119,7 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
 def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: bool = False) -> int:
     from lakefs_gc.service.app import GcService
+    from lakefs_gc.service.layout import take_layout
     from lakefs_gc.service.lease import StateLease
     from lakefs_gc.service.state import ServiceState
     from lakefs_gc.spark.runtime.session import LOG4J2, QUIET, build_session
@@ -128,6 +129,11 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
     progress(f"serving {names}; state in {where.display}, checkpoints in {where.checkpoints}")
     lease = StateLease(where.directory, settings.service.lease_ttl)
     lease.acquire()  # a second service on this state stops here, before Spark starts
+    try:
+        take_layout(where.directory)  # and a state of a newer release (exit 3)
+    except BaseException:
+        lease.release()
+        raise
     conf = dict(settings.spark.conf)
     # offsets and commits logs kept per query (Spark's default, stated: the checkpoints stay bounded)
     conf.setdefault("spark.sql.streaming.minBatchesToRetain", "100")

@@ -32,6 +32,7 @@ from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
+from lakefs_gc.service.layout import take_layout
 from lakefs_gc.service.lease import StateLease
 from lakefs_gc.service.maintenance import Maintenance, jvm_heap_used, process_memory
 from lakefs_gc.service.metrics import Metrics
@@ -99,6 +100,7 @@ class GcService:
     def start(self) -> None:
         if not self.lease.held:  # before anything is written to the state
             self.lease.acquire()
+        take_layout(self.where.directory)  # refuses a state of a newer release, before any write
         self.status.start()
         _log.info("metrics, health and readiness on %s/metrics, /healthz, /readyz", self.status.url)
         LakeFSClient.observer = self.metrics.observe_lakefs_call

@@ -11,7 +11,7 @@ delivery log. Spark writes checkpoints through Hadoop, so they stay a local dire
 driver (a persistent volume on Kubernetes). Layout, both relative to their root::
 
     state:        events/table/  events/<source>/spool/  inventory/table/  range-cache/<repo>/
-                  cycles/<repo>/batches/  _lease.json
+                  cycles/<repo>/batches/  _lease.json  _layout.json (:mod:`.layout`)
     checkpoints:  events/<source>/checkpoint/  inventory/checkpoint/  cycles/<repo>/checkpoint/
 
 With a local state and no ``service.checkpoints``, both roots are the state directory: the layout
