@@ -3,6 +3,7 @@ session per test run."""
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -65,3 +66,13 @@ def spark() -> Iterator[SparkSession]:
     )
     yield session
     session.stop()
+
+
+@pytest.fixture(autouse=True)
+def _lakefs_gc_logger_restored() -> Iterator[None]:
+    """``serve`` run in-process routes the ``lakefs_gc`` logger to its own handler (no propagation):
+    put it back after each test, so a later test's ``caplog`` still sees the records."""
+    logger = logging.getLogger("lakefs_gc")
+    saved = (logger.handlers[:], logger.level, logger.propagate)
+    yield
+    logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
