@@ -20,11 +20,12 @@ if TYPE_CHECKING:
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
-# Every JVM the tests start (this session's and each `lakefs-gc` subprocess's: spark-submit adds
-# $SPARK_SUBMIT_OPTS to the driver's options) runs with the client JIT only. The tests' JVMs live
-# seconds to minutes on small data, where C2's compilations are CPU spent for nothing: measured on a
-# small Spark job, 15.7 s of JVM CPU instead of 29.1 s. Production JVMs keep the default.
-os.environ.setdefault("SPARK_SUBMIT_OPTS", "-XX:TieredStopAtLevel=1")
+# Each `lakefs-gc` subprocess's JVM (spark-submit adds $SPARK_SUBMIT_OPTS to the driver's options)
+# runs with the client JIT only: they live seconds on small data, where C2's compilations are CPU
+# spent for nothing (measured on a small Spark job: 15.7 s of JVM CPU instead of 29.1 s). The test
+# session's own JVM, which runs every in-process Spark job, keeps the default (see `spark`).
+_SUBPROCESS_JVM = "-XX:TieredStopAtLevel=1"
+os.environ.setdefault("SPARK_SUBMIT_OPTS", _SUBPROCESS_JVM)
 
 
 def fixtures_root() -> Path:
@@ -61,9 +62,22 @@ def spark() -> Iterator[SparkSession]:
     """The one local Spark session of the test run (start-up costs seconds)."""
     from lakefs_gc.spark.runtime.session import build_session
 
-    session = build_session(
-        "lakefs-gc-tests", environ=os.environ, master="local[2]", conf={"spark.sql.shuffle.partitions": "2"}
+    # this JVM lives the whole run, where the default JIT pays off: launched without the option
+    opts = (
+        os.environ.pop("SPARK_SUBMIT_OPTS", None)
+        if os.environ.get("SPARK_SUBMIT_OPTS") == _SUBPROCESS_JVM
+        else None
     )
+    try:
+        session = build_session(
+            "lakefs-gc-tests",
+            environ=os.environ,
+            master="local[2]",
+            conf={"spark.sql.shuffle.partitions": "2"},
+        )
+    finally:
+        if opts is not None:
+            os.environ["SPARK_SUBMIT_OPTS"] = opts
     yield session
     session.stop()
 
