@@ -105,7 +105,6 @@ class GcService:
         _log.info("metrics, health and readiness on %s/metrics, /healthz, /readyz", self.status.url)
         LakeFSClient.observer = self.metrics.observe_lakefs_call
         self._resolve_repositories()
-        self.metrics.prepare(self.repositories, self.settings.service.events)
         table = self._start_inventory()
         events = self._start_events()
         candidate_sets = CandidateSets(self.settings.storage, table, events.events_of if events else None)

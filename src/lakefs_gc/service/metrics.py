@@ -8,8 +8,6 @@ registry, so tests can run several services in one process) and serves it with
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from lakefs_gc.lakefs.client import OPERATIONS
@@ -143,36 +141,6 @@ class Metrics:
         self.stream_failures = Counter(
             "lakefs_gc_stream_failures", "Streaming queries that stopped with an error", ["query"], registry=r
         )
-
-    def prepare(self, repositories: Iterable[str], sources: Iterable[str]) -> None:
-        """Export every series the service can have, at zero, from its first scrape.
-
-        A counter series that first appears at 1 has no earlier sample, so ``increase()`` and
-        ``rate()`` read its first failure as no change: a sweep failure, a dead letter or a lakeFS
-        error right after a restart would not fire its alert. Label values are known up front
-        (configured repositories and sources, the closed sets of outcomes and operations).
-        """
-        for repo in repositories:
-            for counter in (
-                self.objects_marked, self.bytes_marked, self.objects_deleted, self.bytes_deleted,
-                self.objects_delete_failed, self.objects_saved, self.delete_throttled,
-                self.delete_retries, self.cycles,
-            ):  # fmt: skip
-                counter.labels(repo)
-            for phase in ("mark", "sweep"):
-                self.cycle_failures.labels(repo, phase)
-        for source in sources:
-            for counter in (
-                self.events_received, self.events_deduplicated, self.events_dead_lettered,
-                self.events_skipped,
-            ):  # fmt: skip
-                counter.labels(source)
-            for reason in ("outside", "not_deletable"):
-                self.events_unrouted.labels(source, reason)
-        for outcome in ("ingested", "rejected"):
-            self.inventory_deliveries.labels(outcome)
-        for operation in (*OPERATIONS, "other"):
-            self.lakefs_api_errors.labels(operation)
 
     def _state_metrics(self, r: CollectorRegistry) -> None:
         """How the service's state and memory change over months (bounded by its retentions)."""
