@@ -20,10 +20,8 @@ from __future__ import annotations
 
 import contextlib
 import io
-import itertools
 import json
 import os
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -39,8 +37,15 @@ from lakefs_sdk.models.prepare_gc_uncommitted_request import PrepareGCUncommitte
 from lakefs_gc.gc import retention
 from lakefs_gc.testing.server import LakeFSTestServer
 from tests.gc.reference_gc import namespace_files, relative_address
-from tests.testing.sdk import Lakefs
-from tests.testing.test_retention_property import NOW, NOW_TS, Clock, Graph, Shared, read_graph, server_csv
+from tests.testing.test_retention_property import (
+    NOW,
+    NOW_TS,
+    Graph,
+    Shared,
+    read_graph,
+    server_csv,
+    serving_shared,
+)
 
 DAY = 86400
 RULES = retention.RetentionRules(7, {"A": 21, "B": 7})
@@ -55,14 +60,8 @@ class Env:
 
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp).resolve()
-        with (
-            LakeFSTestServer(storage_root=root, clock=clock) as server,
-            lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
-        ):
-            yield Env(Shared(Lakefs(client), root, clock, itertools.count()), server)
+    with serving_shared() as (shared, server):
+        yield Env(shared, server)
 
 
 # -- the fork ------------------------------------------------------------------------------------------

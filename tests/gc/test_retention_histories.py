@@ -14,12 +14,8 @@ rules), built through lakefs-sdk. The commit graph is read back through the API.
 
 from __future__ import annotations
 
-import itertools
-import tempfile
 from collections.abc import Iterator
-from pathlib import Path
 
-import lakefs_sdk
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
@@ -30,37 +26,29 @@ from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, LakeFSCommitGraph, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommit, ActiveCommits
 from lakefs_gc.lakefs.settings import LakeFSConnection
-from lakefs_gc.testing.server import LakeFSTestServer
-from tests.testing.sdk import Lakefs
 from tests.testing.test_retention_property import (
     NOW,
     OPERATIONS,
-    Clock,
     History,
     Shared,
     naive_active,
     read_graph,
     server_csv,
+    serving_shared,
 )
 
 
 @pytest.fixture(scope="module")
 def server_and_shared() -> Iterator[tuple[LakeFSCommitGraph, Shared]]:
-    clock = Clock()
-    with tempfile.TemporaryDirectory() as tmp:
-        root = Path(tmp).resolve()
-        with (
-            LakeFSTestServer(storage_root=root, clock=clock) as server,
-            lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
-        ):
-            info = server.connection_info()
-            connection = LakeFSConnection(
-                endpoint=info["endpoint"],
-                access_key_id=info["access_key_id"],
-                secret_access_key=SecretStr(info["secret_access_key"]),
-            )
-            with LakeFSClient(connection) as gc_client:
-                yield LakeFSCommitGraph(gc_client), Shared(Lakefs(client), root, clock, itertools.count())
+    with serving_shared() as (shared, server):
+        info = server.connection_info()
+        connection = LakeFSConnection(
+            endpoint=info["endpoint"],
+            access_key_id=info["access_key_id"],
+            secret_access_key=SecretStr(info["secret_access_key"]),
+        )
+        with LakeFSClient(connection) as gc_client:
+            yield LakeFSCommitGraph(gc_client), shared
 
 
 @pytest.fixture(scope="module")

@@ -22,6 +22,7 @@ The processed short cut makes the commit-ID order matter at fork points;
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import itertools
@@ -79,9 +80,9 @@ class Shared:
         return repo
 
 
-@pytest.fixture(scope="module")
-def shared() -> Iterator[Shared]:
-    """The test server with the fixed clock, reached through lakefs-sdk (one for all examples)."""
+@contextlib.contextmanager
+def serving_shared() -> Iterator[tuple[Shared, LakeFSTestServer]]:
+    """The test server with the fixed clock in a temporary root, reached through lakefs-sdk."""
     clock = Clock()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp).resolve()
@@ -89,7 +90,14 @@ def shared() -> Iterator[Shared]:
             LakeFSTestServer(storage_root=root, clock=clock) as server,
             lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
         ):
-            yield Shared(Lakefs(client), root, clock, itertools.count())
+            yield Shared(Lakefs(client), root, clock, itertools.count()), server
+
+
+@pytest.fixture(scope="module")
+def shared() -> Iterator[Shared]:
+    """The test server with the fixed clock, reached through lakefs-sdk (one for all examples)."""
+    with serving_shared() as (shared, _):
+        yield shared
 
 
 # -- the reference (lakefs-retention.md), independent of lakefs_gc.testing.retention ----------------

@@ -15,6 +15,7 @@ import hashlib
 import os
 from dataclasses import dataclass
 
+from lakefs_gc.sstable.varint import put_uvarint
 from lakefs_gc.testing.blockstore import NamespaceStore
 
 _DESCENDING_BASE = 64_060_588_800
@@ -22,15 +23,6 @@ CONTENT_TYPE = b"application/octet-stream"
 #: identity = SHA-256 over lakeFS's ident encoding of (size, etag, metadata {}, content type)
 _ID_ETAG = b"\x01\x02\x08" + (32).to_bytes(8, "big")
 _ID_TAIL = b"\x04\x02\x08" + (0).to_bytes(8, "big") + b"\x01\x02\x08" + len(CONTENT_TYPE).to_bytes(8, "big")
-
-
-def _uvarint(value: int) -> bytes:
-    out = bytearray()
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
 
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuv"  # base32hex, lower case as xids print
@@ -106,8 +98,8 @@ class Objects:
         """Encoded entries of objects ``first ..`` (graveler range values, or the bare
         ``catalog.Entry`` staging stores), writing the files when ``physical``."""
         out = []
-        stamp = b"\x12" + bytes((len(_uvarint(created)) + 1,)) + b"\x08" + _uvarint(created)
-        size_field = b"\x18" + _uvarint(self.object_size) if self.object_size else b""
+        stamp = b"\x12" + bytes((len(put_uvarint(created)) + 1,)) + b"\x08" + put_uvarint(created)
+        size_field = b"\x18" + put_uvarint(self.object_size) if self.object_size else b""
         tail = b"\x30\x01\x3a" + bytes((len(CONTENT_TYPE),)) + CONTENT_TYPE
         size_id = b"\x02\x08" + self.object_size.to_bytes(8, "big")
         for seq in range(first, first + count):
@@ -117,7 +109,7 @@ class Objects:
             if self.physical:
                 self._write(address, data, created)
             raw = address.encode()
-            proto = b"\x0a" + _uvarint(len(raw)) + raw + stamp + size_field + b"\x22\x20" + etag + tail
+            proto = b"\x0a" + put_uvarint(len(raw)) + raw + stamp + size_field + b"\x22\x20" + etag + tail
             if graveler:
                 identity = hashlib.sha256(size_id + _ID_ETAG + etag + _ID_TAIL + CONTENT_TYPE).digest()
                 out.append(b"\x40" + identity + _zigzag_len(len(proto)) + proto)
@@ -157,7 +149,7 @@ class Objects:
 
 
 def _zigzag_len(n: int) -> bytes:
-    return _uvarint(n << 1)
+    return put_uvarint(n << 1)
 
 
 def table_prefix(table: int) -> str:
