@@ -6,6 +6,7 @@ event table written by the sink, cycle records and report directories on a local
 
 from __future__ import annotations
 
+import json
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 from pyspark.sql import SparkSession
 
 from lakefs_gc.events.model import sequencer_order
+from lakefs_gc.gc.reports import lakefs_exports
 from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.maintenance import Maintenance, process_memory, state_sizes
 from lakefs_gc.service.metrics import Metrics
@@ -100,3 +102,56 @@ def test_a_cycle_compacts_caps_dead_letters_and_retires_old_reports(
     maintenance.run("r", location, records)
     newest = newest_generation(table)
     assert newest is not None and newest.number == 1 and metrics.maintenance_failures._value.get() == 0
+
+
+def test_retention_removes_the_lakefs_exports_of_our_old_marks_and_nothing_else(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """lakeFS's exports named by a retired mark's summary go with it (docs/invariants.md,
+    invariant 3: nothing else under ``_lakefs/``): its uncommitted dump, its commits CSV, and its
+    sweep's revalidation's dump and CSV. Another run's exports, a run id that is not one path
+    segment, the newest mark's exports and the rest of ``_lakefs/`` stay."""
+    state, namespace = tmp_path / "state", tmp_path / "ns"
+    records = CycleRecords(state / "cycles/r/batches")
+    _mark(records, 1, "old", NOW - timedelta(days=40), namespace)
+    _mark(records, 2, "newest", NOW - timedelta(days=35), namespace)
+    gc = namespace / "_lakefs/retention/gc"
+    summaries = {
+        "old": {"run_id": "old", "commits_export_run_id": "c-old",
+                "revalidation": {"run_id": "u-sweep", "commits_export_run_id": "c-sweep"}},
+        "newest": {"run_id": "newest", "commits_export_run_id": "c-newest"},
+    }  # fmt: skip
+    for mark_id, summary in summaries.items():
+        (gc / "unified" / mark_id / "summary.json").write_text(json.dumps(summary))
+    exports = ["uncommitted/u-sweep", "commits/run_id=c-old", "commits/run_id=c-sweep",
+               "commits/run_id=c-newest", "commits/run_id=c-other", "uncommitted/other"]  # fmt: skip
+    for export in exports:
+        (gc / export).mkdir(parents=True, exist_ok=True)
+        (gc / export / "commits.csv").write_text("commit_id,expired,metarange_id\n")
+    (namespace / "_lakefs/dummy-range").write_text("x")
+    maintenance = Maintenance(
+        spark, ServiceOptions(state=state), state, CandidateSets(StorageOptions(), None, None), None, ("r",),
+        Metrics(), lambda: NOW,
+    )  # fmt: skip
+    maintenance.run("r", parse_location(str(namespace) + "/"), records)
+
+    left = {p.relative_to(gc).as_posix() for p in gc.glob("*/*") if p.is_dir()}
+    assert left == {
+        "unified/newest", "uncommitted/newest", "commits/run_id=c-newest", "commits/run_id=c-other",
+        "uncommitted/other",
+    }  # fmt: skip
+    assert (namespace / "_lakefs/dummy-range").exists()
+    assert maintenance.metrics.state_files_retired.labels("lakefs_exports")._value.get() == 4
+    assert maintenance.metrics.maintenance_failures._value.get() == 0
+
+
+def test_only_run_ids_of_one_path_segment_name_exports() -> None:
+    summary = {
+        "commits_export_run_id": "../../data",
+        "revalidation": {"run_id": "a/b", "commits_export_run_id": ".."},
+    }
+    assert lakefs_exports("m1", summary) == ["_lakefs/retention/gc/uncommitted/m1/"]
+    assert lakefs_exports("..", None) == []
+    assert lakefs_exports("m2", {"commits_export_run_id": "c1", "revalidation": "not a mapping"}) == [
+        "_lakefs/retention/gc/uncommitted/m2/", "_lakefs/retention/gc/commits/run_id=c1/",
+    ]  # fmt: skip

@@ -195,3 +195,34 @@ def check_mark_id(summary: StoredSummary, mark_id: str, where: str) -> None:
         raise MarkReportError(
             f"{where}: summary.json belongs to mark {summary.body.get('run_id')!r}, not {mark_id!r}"
         )
+
+
+#: where lakeFS writes the exports of a GC run (docs/formats/lakefs-storage.md)
+EXPORTS_PREFIX = "_lakefs/retention/gc"
+#: a lakeFS run id (an xid): one path segment, nothing a path could climb out with
+_RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+#: the summary keys naming the commits export a mark or its sweep's revalidation asked lakeFS for
+COMMITS_EXPORT_RUN_ID = "commits_export_run_id"
+
+
+def lakefs_exports(mark_id: str, summary: Mapping[str, Any] | None) -> list[str]:
+    """The directories (relative to the namespace) of the exports lakeFS wrote for mark ``mark_id``
+    and its sweep, as its ``summary`` (None: unreadable) names them: the uncommitted dumps (the
+    mark's run id is the mark id; the revalidation's is ``revalidation.run_id``) and the commits
+    CSVs (``commits_export_run_id``, at the top and under ``revalidation``).
+
+    Only these are ever removed under ``_lakefs/`` (docs/invariants.md, invariant 3): every
+    directory is built from a run id that must be one path segment; anything else is left out.
+    """
+    summary = summary or {}
+    revalidation = summary.get("revalidation")
+    revalidation = revalidation if isinstance(revalidation, Mapping) else {}
+    dumps = [mark_id, revalidation.get("run_id")]
+    commits = [summary.get(COMMITS_EXPORT_RUN_ID), revalidation.get(COMMITS_EXPORT_RUN_ID)]
+    found = [f"{EXPORTS_PREFIX}/uncommitted/{r}/" for r in dumps if _is_run_id(r)]
+    found += [f"{EXPORTS_PREFIX}/commits/run_id={r}/" for r in commits if _is_run_id(r)]
+    return list(dict.fromkeys(found))
+
+
+def _is_run_id(value: Any) -> bool:
+    return isinstance(value, str) and _RUN_ID.match(value) is not None

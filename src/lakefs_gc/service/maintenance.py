@@ -10,10 +10,13 @@ table); what is not due costs a clock read. One repository's batch at a time doe
   before a repository's first snapshot), or without inventories ``now - compaction_margin``;
 * **candidate table**: the parts of inventory deliveries older than every repository's newest
   one, once they were already superseded at the previous run (a mark may be reading them);
+* **range cache**: each repository's, down to ``service.range_cache_max_bytes`` before its mark
+  (:mod:`lakefs_gc.spark.mark.range_cache.retention`);
 * **dead letters**: the newest ``service.dead_letters_max_files`` files per source are kept;
-* **mark reports** (with their ``swept/`` logs) and cycle records older than
-  ``service.keep_reports``, except the newest successful mark and any sweep the candidate set
-  still subtracts (one after the repository's snapshot).
+* **mark reports** (with their ``swept/`` logs), the exports lakeFS wrote for those marks and
+  their sweeps (uncommitted dumps, commits CSVs: the run ids their summaries name), and cycle
+  records older than ``service.keep_reports``, except the newest successful mark and any sweep
+  the candidate set still subtracts (one after the repository's snapshot).
 
 A failure is logged and counted (``lakefs_gc_maintenance_failures_total``) and never fails the
 cycle: the state it would have removed is still consistent, only larger.
@@ -22,6 +25,7 @@ cycle: the state it would have removed is still consistent, only larger.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import threading
@@ -29,10 +33,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow.fs as pafs
 
+from lakefs_gc.gc.reports import lakefs_exports
 from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords, MarkRecord
@@ -40,8 +45,10 @@ from lakefs_gc.spark.ingest.events.compaction import Watermark, compact_event_ta
 from lakefs_gc.spark.ingest.events.generations import newest_generation
 from lakefs_gc.spark.ingest.events.table import DEAD_LETTER, EventTable
 from lakefs_gc.spark.ingest.inventory.table import ingested_deliveries
+from lakefs_gc.spark.mark.range_cache import RangeCache
+from lakefs_gc.spark.mark.range_cache.retention import trim_range_cache
 from lakefs_gc.spark.mark.sources.candidate_set import Snapshot
-from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.report.layout import SUMMARY, ReportDir
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -51,9 +58,6 @@ if TYPE_CHECKING:
     from lakefs_gc.service.settings import ServiceOptions
 
 _log = logging.getLogger(__name__)
-
-#: where lakeFS writes the uncommitted export of a GC run (docs/formats/lakefs-storage.md)
-UNCOMMITTED_EXPORTS = "_lakefs/retention/gc/uncommitted"
 
 #: state sub-directories by what they hold (the ``table`` label of lakefs_gc_state_bytes)
 STATE_TABLES = ("events", "candidates", "range_cache", "cycles", "checkpoints", "spools", "other")
@@ -84,6 +88,7 @@ class Maintenance:
                 finally:
                     self.lock.release()
             self._retire_reports(repository, namespace, records)
+            self._trim_range_cache(repository)
         except Exception as e:  # counted; the state stays consistent, only larger
             self.metrics.maintenance_failures.inc()
             _log.error("state maintenance failed: %s", e, exc_info=True)
@@ -188,14 +193,31 @@ class Maintenance:
                 continue
             for mark in batch.marks:
                 if mark.mark_id is not None:
-                    report = ReportDir(namespace, mark.mark_id, self.candidate_sets.options)
-                    fs, path = report.filesystem()
-                    _delete_dir(fs, path)
-                    # lakeFS's uncommitted export of that mark (its run id is the mark id)
-                    _delete_dir(fs, namespace.join(f"{UNCOMMITTED_EXPORTS}/{mark.mark_id}/").fs_path)
-                    self.metrics.state_files_retired.labels("reports").inc()
+                    self._retire_report(namespace, mark.mark_id)
             records.forget(batch.batch_id)
             self.metrics.state_files_retired.labels("cycles").inc()
+
+    def _retire_report(self, namespace: StorageLocation, mark_id: str) -> None:
+        """A mark's report, and first lakeFS's exports its summary says the mark and its sweep
+        caused (docs/invariants.md, invariant 3: nothing else under ``_lakefs/``); a kill in
+        between leaves the report, so the next run retires what is left."""
+        report = ReportDir(namespace, mark_id, self.candidate_sets.options)
+        fs, path = report.filesystem()
+        for export in lakefs_exports(mark_id, _summary_body(fs, f"{path}/{SUMMARY}")):
+            _delete_dir(fs, namespace.join(export).fs_path)
+            self.metrics.state_files_retired.labels("lakefs_exports").inc()
+        _delete_dir(fs, path)
+        self.metrics.state_files_retired.labels("reports").inc()
+
+    # ---- the range cache ------------------------------------------------------------------------
+
+    def _trim_range_cache(self, repository: str) -> None:
+        """The repository's range cache down to ``range_cache_max_bytes`` (its mark runs after this,
+        in the same thread: nobody reads the cache meanwhile)."""
+        cache = RangeCache.for_repository(self.state_dir, repository)
+        trimmed = trim_range_cache(cache, self.options.range_cache_max_bytes)
+        if trimmed.parts_dropped:
+            self.metrics.state_files_retired.labels("range_cache").inc(trimmed.parts_dropped)
 
     # ---- sizes ----------------------------------------------------------------------------------
 
@@ -223,6 +245,19 @@ def _listed(repository: str, snapshot: Snapshot) -> Callable[[SparkSession, int]
         return snapshot.objects(spark, parallelism).select(F.lit(repository).alias("repository"), "address")
 
     return listed
+
+
+def _summary_body(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
+    """A report's ``summary.json`` as JSON, None when missing or unreadable (a killed mark)."""
+    try:
+        with fs.open_input_stream(path) as stream:
+            body = json.loads(stream.read().decode("utf-8"))
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError) as e:
+        _log.warning("%s: unreadable (%s): lakeFS's exports it names stay", path, e)
+        return None
+    return body if isinstance(body, dict) else None
 
 
 def _delete_dir(fs: pafs.FileSystem, path: str) -> None:

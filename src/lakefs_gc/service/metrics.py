@@ -150,9 +150,9 @@ class Metrics:
         )  # fmt: skip
         self.state_files_retired = Counter(
             "lakefs_gc_state_files_retired", "Files removed by retention, by what they were (reports, "
-            "cycles, dead_letters, candidates)", ["table"], registry=r,
+            "lakefs_exports, cycles, dead_letters, candidates, range_cache)", ["table"], registry=r,
         )  # fmt: skip
-        for table in ("reports", "cycles", "dead_letters", "candidates"):
+        for table in ("reports", "lakefs_exports", "cycles", "dead_letters", "candidates", "range_cache"):
             self.state_files_retired.labels(table)  # every series from the start
         self.event_table_rows = Gauge(
             "lakefs_gc_event_table_rows", "Rows the event table holds after its last compaction", registry=r

@@ -122,8 +122,9 @@ class ServiceOptions(_Durations):
         description="How long the keys of stored events are kept to drop redeliveries. A queue "
         "redelivers a message its consumer did not delete within the visibility timeout (SQS and "
         "Storage Queues: 30 s by default, 12 h at most): keep this above the queues' visibility "
-        "timeout. Memory is about 100 bytes per event received within the horizon. A redelivery "
-        "later than this is stored twice, which changes no candidate set and compaction removes.",
+        "timeout. Memory is about 500 bytes per event received within the horizon (bench/soak.py). "
+        "A redelivery later than this is stored twice, which changes no candidate set and compaction "
+        "removes.",
     )
     compaction_interval: timedelta = Field(
         default=timedelta(hours=1),
@@ -141,6 +142,14 @@ class ServiceOptions(_Durations):
         default=timedelta(days=30),
         description="Mark reports (with their swept/ logs) and cycle records older than this are "
         "removed; the newest successful mark of each repository is always kept.",
+    )
+    range_cache_max_bytes: int = Field(
+        default=4 * 2**30,
+        ge=0,
+        description="Bytes each repository's range cache may keep between marks (4 GiB). Before each "
+        "mark, parts the previous mark did not need are dropped first, then the least recently used, "
+        "until it fits; the next mark reads what was dropped from lakeFS again. A mark that needs more "
+        "than this writes it all (it must), and the next maintenance trims it back.",
     )
     dead_letters_max_files: int = Field(
         default=1000, ge=1, description="Dead-letter files kept (the oldest are removed beyond this)."

@@ -19,6 +19,7 @@ from lakefs_gc import jobs
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.mark.job import MarkResult
 from lakefs_gc.spark.mark.range_cache import Generation, Part, RangeCache, RangeCacheError, plan_metaranges
+from lakefs_gc.spark.mark.range_cache.retention import plan_retention, trim_range_cache
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.faults import Fault
@@ -277,3 +278,47 @@ def test_unreadable_record_fails_and_a_foreign_one_starts_afresh(tmp_path: Path)
     recreated = cache.open(REPO, "local://elsewhere")  # a repository of the same name, recreated
     assert (recreated.number, recreated.metaranges, recreated.buckets) == (1, (), 256)
     assert cache_files(cache) == set()  # the next record will be generation 2
+
+
+def test_retention_drops_what_the_last_mark_did_not_need_then_the_least_recently_used() -> None:
+    meta = Part("metaranges/part-00000003-m.parquet", 4, ids=("m1",), used=3)
+    old_needed = Part("ranges/part-00000001-b00000-a.parquet", 9, ranges=2, used=3)
+    new_needed = Part("ranges/part-00000003-b00000-b.parquet", 9, ranges=2, used=3)
+    unneeded = Part("ranges/part-00000002-b00001-c.parquet", 9, ranges=2, used=2)
+    older_unneeded = Part("ranges/part-00000001-b00001-d.parquet", 9, ranges=2, used=1)
+    generation = Generation(
+        3, "repo", "local://repo", 4, (meta,), {0: (old_needed, new_needed), 1: (older_unneeded, unneeded)}
+    )
+    sizes = dict.fromkeys(generation.files(), 100)
+    assert plan_retention(generation, sizes, 500) is generation  # it fits
+    # the parts the last mark (generation 3) did not need go first, the least recently needed first
+    assert plan_retention(generation, sizes, 400).files() == generation.files() - {older_unneeded.file}
+    two = plan_retention(generation, sizes, 300)
+    assert two.number == 4 and 1 not in two.ranges
+    # then the least recently used: among parts the last mark needed, the oldest written
+    assert plan_retention(generation, sizes, 200).files() == {meta.file, new_needed.file}
+    assert plan_retention(generation, sizes, 0).files() == set()
+
+
+def test_byte_cap_is_honoured_between_marks_and_marks_stay_the_same(
+    spark: SparkSession, env: GcEnv, tmp_path: Path
+) -> None:
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, expected = mark(spark, env, cache)
+    current = cache.latest()
+    assert current is not None
+    full = sum(cache.part_sizes(current).values())
+    trimmed = trim_range_cache(cache, full // 2)
+    assert trimmed.bytes_before == full and 0 < trimmed.bytes_after <= full // 2 and trimmed.parts_dropped
+    on_disk = sum(f.stat().st_size for f in cache.root.rglob("*.parquet"))
+    assert on_disk == trimmed.bytes_after  # the dropped parts are deleted at once
+    assert trim_range_cache(cache, full // 2).parts_dropped == 0  # it fits now
+
+    result, marked = mark(spark, env, cache)
+    assert marked == expected
+    stats = result.summary["range_cache"]
+    assert stats["metaranges_read"] + stats["ranges_read"] > 0  # what was dropped is read again
+    assert trim_range_cache(cache, 0).bytes_after == 0
+    assert not list(cache.root.rglob("*.parquet"))
+    _, marked = mark(spark, env, cache)
+    assert marked == expected

@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from lakefs_gc.gc.reports import format_java_instant
+from lakefs_gc.gc.reports import format_java_instant, lakefs_exports
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.faults import Fault
 from tests.support.gc_env import GcEnv, gc_env, run_cli
@@ -136,6 +136,10 @@ def test_a_branch_from_an_expired_commit_survives_the_sweep(
     assert summary["num_deleted_objects"] == len(GARBAGE)  # the mark's count stays the mark's
     assert summary["sweep"]["deleted"] == len(rest)
     assert "1 marked objects are referenced now and will not be deleted" in err
+    # the summary names lakeFS's exports of the mark and of the revalidation (the service's
+    # retention removes exactly those with the report)
+    exports = lakefs_exports(marked.mark_id, summary)
+    assert len(exports) == 4 and all((marked.env.storage_root / REPO / e).is_dir() for e in exports)
 
 
 def test_text_output_says_what_revalidation_saved(marked: Marked, capsys: pytest.CaptureFixture[str]) -> None:

@@ -37,7 +37,7 @@ from lakefs_gc.gc.cost import mark_cost
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
-from lakefs_gc.gc.reports import MarkSummary, int_or_none
+from lakefs_gc.gc.reports import COMMITS_EXPORT_RUN_ID, MarkSummary, int_or_none
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
@@ -224,6 +224,7 @@ class _MarkRun:
             options=self.refs.storage,
             timeout=self.params.prepare_commits_timeout,
         )
+        self.stats[COMMITS_EXPORT_RUN_ID] = export_run_id  # the service's retention removes that export
         checked = self._cross_check(commits, export_run_id)
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)

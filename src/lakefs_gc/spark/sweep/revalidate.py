@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from lakefs_gc.errors import GcError
 from lakefs_gc.gc.params import SweepParams
 from lakefs_gc.gc.ports import StagedExport
+from lakefs_gc.gc.reports import COMMITS_EXPORT_RUN_ID
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.spark.mark.references import (
     LakeFSRefs,
@@ -45,7 +46,7 @@ from lakefs_gc.spark.mark.references import (
     dump_frame,
     range_addresses,
     range_ids_frame,
-    read_active_commits,
+    read_commits_export,
 )
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.read import recorded_metaranges, recorded_ranges_frame
@@ -179,7 +180,10 @@ class _Run:
         staged = self._staged(dump)  # the dump is complete before the commits are asked for
         self.say("asking lakeFS for the active commits")
         timeout = self.params.prepare_commits_timeout
-        commits = read_active_commits(client, self.repository, options=options, timeout=timeout)
+        export_run_id, commits = read_commits_export(
+            client, self.repository, options=options, timeout=timeout
+        )
+        self.stats[COMMITS_EXPORT_RUN_ID] = export_run_id  # the service's retention removes that export
         reader = MetadataReader(
             self.refs.connection, self.repository, storage_namespace, report.namespace, options
         )

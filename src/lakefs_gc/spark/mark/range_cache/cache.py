@@ -43,6 +43,9 @@ Bounded growth: a bucket is rewritten to the ranges the cycle needs when more th
 ranges it holds are not needed any more, or when it has grown to ``MAX_BUCKET_PARTS`` parts;
 a bucket no needed range falls in is dropped. The metarange level likewise (parts holding no
 needed metarange are dropped; the rest is rewritten past half unneeded or ``MAX_METARANGE_PARTS``).
+Each part's record says the newest generation whose mark needed it (``used``), so that the byte cap
+(:mod:`.retention`, run before each mark) drops what the last mark did not need first, then the
+least recently used.
 """
 
 from __future__ import annotations
@@ -51,7 +54,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -107,9 +110,11 @@ class Generation:
         body = {
             "format": FORMAT, "generation": self.number, "repository": self.repository,
             "storage_namespace": self.storage_namespace, "buckets": self.buckets,
-            "metaranges": [{"file": p.file, "rows": p.rows, "ids": list(p.ids)} for p in self.metaranges],
+            "metaranges": [
+                {"file": p.file, "rows": p.rows, "ids": list(p.ids), "used": p.used} for p in self.metaranges
+            ],
             "ranges": {
-                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges} for p in ps]
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
                 for b, ps in sorted(self.ranges.items())
             },
         }  # fmt: skip
@@ -117,15 +122,35 @@ class Generation:
 
     @classmethod
     def from_json(cls, body: dict[str, Any]) -> Generation:
-        metaranges = tuple(Part(m["file"], int(m["rows"]), ids=tuple(m["ids"])) for m in body["metaranges"])
+        number = int(body["generation"])  # a record without "used": every part used by its mark
+        metaranges = tuple(
+            Part(m["file"], int(m["rows"]), ids=tuple(m["ids"]), used=int(m.get("used", number)))
+            for m in body["metaranges"]
+        )
         ranges = {
-            int(b): tuple(Part(p["file"], int(p["rows"]), ranges=int(p["ranges"])) for p in ps)
+            int(b): tuple(
+                Part(p["file"], int(p["rows"]), ranges=int(p["ranges"]), used=int(p.get("used", number)))
+                for p in ps
+            )
             for b, ps in body["ranges"].items()
         }
         return cls(
-            int(body["generation"]), str(body["repository"]), str(body["storage_namespace"]),
+            number, str(body["repository"]), str(body["storage_namespace"]),
             int(body["buckets"]), metaranges, ranges,
         )  # fmt: skip
+
+    def parts(self) -> list[Part]:
+        return [*self.metaranges, *(p for ps in self.ranges.values() for p in ps)]
+
+    def last_used(self) -> int:
+        """The generation of the newest mark that used this cache (0: none)."""
+        return max((p.used for p in self.parts()), default=0)
+
+    def shape(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Its files, and those the newest mark did not need: two generations of the same shape
+        differ only in numbering, and need no new record."""
+        parts, last = self.parts(), self.last_used()
+        return frozenset(p.file for p in parts), frozenset(p.file for p in parts if p.used < last)
 
 
 class RangeCache:
@@ -202,6 +227,23 @@ class RangeCache:
             )
         return number, generation
 
+    def latest(self) -> Generation | None:
+        """The newest generation as its record says (None: an empty cache, or another format)."""
+        return self._latest()[1]
+
+    def replace(self, generation: Generation) -> None:
+        """Make ``generation`` (a subset of the newest one's parts) the newest, and delete every
+        file it does not list (retention: no mark may be reading the cache meanwhile)."""
+        self.commit(generation)
+        self._clean(generation.files() | {self._record(generation.number)})
+
+    def part_sizes(self, generation: Generation) -> dict[str, int]:
+        """Bytes of each file ``generation`` lists (one metadata request per file)."""
+        fs, base = self.directory.filesystem()
+        files = sorted(generation.files())
+        infos = fs.get_file_info([f"{base}/{f}" for f in files]) if files else []
+        return {f: int(i.size or 0) for f, i in zip(files, infos, strict=True)}
+
     def _clean(self, keep: set[str]) -> None:
         for sub in (META_DIR, RANGE_DIR, GEN_DIR):
             for name in self.directory.names(sub):
@@ -242,7 +284,7 @@ def committed_frames_cached(
     generation = Generation(
         current.number + 1, repository, storage_namespace, current.buckets, metaranges, ranges
     )
-    if metaranges != current.metaranges or dict(ranges) != dict(current.ranges):
+    if generation.shape() != current.shape() or _buckets(generation) != _buckets(current):
         cache.commit(generation)
     else:
         generation = current
@@ -252,6 +294,10 @@ def committed_frames_cached(
         on_executor(_RangeLookup(cache.store(), generation.ranges)), ADDRESS_SCHEMA
     )
     return range_ids, addresses, stats
+
+
+def _buckets(generation: Generation) -> dict[int, tuple[str, ...]]:
+    return {b: tuple(p.file for p in ps) for b, ps in generation.ranges.items()}
 
 
 def plan_metaranges(
@@ -289,7 +335,8 @@ def _update_metaranges(
         for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
             parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
     stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
-    return kept + tuple(parts), stats
+    used = current.number + 1  # every part kept or written holds a needed metarange
+    return tuple(replace(p, used=used) for p in (*kept, *parts)), stats
 
 
 def _range_ids(
@@ -325,10 +372,13 @@ def _update_ranges(
     ranges: dict[int, tuple[Part, ...]] = {}
     if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
         raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")
+    used = current.number + 1
     for s in statuses:
-        parts = [] if s["replaced"] else list(current.ranges.get(s["bucket"], ()))
+        needed_in = set(s["used_files"] or ())
+        listed = () if s["replaced"] else current.ranges.get(s["bucket"], ())
+        parts = [replace(p, used=used) if p.file in needed_in else p for p in listed]
         if s["file"] is not None:
-            parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"])))
+            parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"]), used=used))
         if parts:
             ranges[int(s["bucket"])] = tuple(parts)
     needed, read = sum(int(s["needed"]) for s in statuses), sum(int(s["read"]) for s in statuses)

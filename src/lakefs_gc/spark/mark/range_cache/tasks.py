@@ -32,11 +32,13 @@ META_SCHEMA = pa.schema([("metarange_id", pa.string()), ("range_id", pa.string()
 RANGE_SCHEMA = pa.schema([("range_id", pa.string()), ("address", pa.string())])
 META_STATUS = "file string, rows long, ids array<string>, read long"
 RANGE_STATUS = (
-    "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long"
+    "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long, "
+    "used_files array<string>"
 )
 _RANGE_STATUS_ARROW = pa.schema([
     ("bucket", pa.int32()), ("needed", pa.int64()), ("read", pa.int64()), ("held", pa.int64()),
     ("replaced", pa.bool_()), ("file", pa.string()), ("rows", pa.int64()), ("ranges", pa.int64()),
+    ("used_files", pa.list_(pa.string())),
 ])  # fmt: skip
 _BATCH = 65_536
 
@@ -53,6 +55,7 @@ class Part:
     rows: int
     ids: tuple[str, ...] = ()  # metarange parts: the metarange ids it holds
     ranges: int = 0  # range parts: how many range ids it holds
+    used: int = 0  # the newest generation whose mark needed something it holds (retention: LRU)
 
 
 @dataclass(frozen=True)
@@ -239,9 +242,14 @@ class _RangeIngest:
     def _bucket(self, client: LakeFSClient, fs: Any, bucket: int, ids: set[str]) -> pa.RecordBatch:
         parts = self.listed.get(bucket, ())
         held: set[str] = set()
+        used_files = []  # the listed parts holding a needed range
         for part in parts:
-            for _ in self.store.scan(part, ["range_id"], None, held):
+            found: set[str] = set()
+            for _ in self.store.scan(part, ["range_id"], None, found):
                 pass
+            held |= found
+            if found & ids:
+                used_files.append(part.file)
         keep, new = ids & held, sorted(ids - held)
         unneeded = len(held) - len(keep)
         rewrite = bool(parts) and (unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS)
@@ -263,7 +271,7 @@ class _RangeIngest:
         status = {
             "bucket": bucket, "needed": len(ids), "read": len(new), "held": len(held), "replaced": rewrite,
             "file": written.file if written else None, "rows": written.rows if written else 0,
-            "ranges": len(new) + (len(keep) if rewrite else 0),
+            "ranges": len(new) + (len(keep) if rewrite else 0), "used_files": used_files,
         }  # fmt: skip
         return pa.RecordBatch.from_pylist([status], schema=_RANGE_STATUS_ARROW)
 
