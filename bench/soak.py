@@ -167,6 +167,8 @@ def main() -> None:
     p.add_argument("--branch-every", type=float, default=120)
     p.add_argument("--inventory-every", type=float, default=600)
     p.add_argument("--compaction-every", default="5m")
+    p.add_argument("--dedupe-horizon", help="service.dedupe_horizon (default: the service's, 1h)")
+    p.add_argument("--keep-reports", help="service.keep_reports (default: the service's, 30d)")
     p.add_argument("--sample-every", type=float, default=30)
     p.add_argument("--batch", type=int, default=2000, help="service.max_messages_per_batch")
     p.add_argument("--warmup", type=float, default=10, help="minutes left out of the slopes")
@@ -181,6 +183,9 @@ def main() -> None:
         config = setting.settings(metrics_port=port, interval="1m", tick="15s")
         config["service"]["compaction_interval"] = args.compaction_every
         config["service"]["compaction_margin"] = "2m"
+        for key in ("dedupe_horizon", "keep_reports"):  # shorter than the run: their plateau shows
+            if getattr(args, key):
+                config["service"][key] = getattr(args, key)
         config["service"]["max_messages_per_batch"] = args.batch  # a drain ends at this or an empty queue
         # a loaded machine starts Python workers slowly (Spark's default wait is 15 s)
         config["spark"] = {"conf": {"spark.python.authenticate.socketTimeout": "300s"}}
