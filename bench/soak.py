@@ -49,6 +49,7 @@ from lakefs_gc.testing.serve_demo import demo_setting, fates  # noqa: E402
 SERIES = {
     "rss_mb": ("lakefs_gc_driver_rss_bytes", 1 / 2**20),
     "heap_mb": ("lakefs_gc_jvm_heap_used_bytes", 1 / 2**20),
+    "heap_gc_mb": ("lakefs_gc_jvm_heap_after_gc_bytes", 1 / 2**20),  # 0 on a service without the gauge
     "state_mb": ("lakefs_gc_state_bytes", 1 / 2**20),
     "events_mb": ('lakefs_gc_state_bytes{table="events"}', 1 / 2**20),
     "event_rows": ("lakefs_gc_event_table_rows", 1.0),
@@ -270,8 +271,8 @@ def _deliver_inventory(setting: Any) -> None:
 
 
 def report(samples: list[dict[str, float]], args: Any, deleted: int, problems: list[str]) -> None:
-    keys = ["t_s", "written", "rss_mb", "heap_mb", "state_mb", "events_mb", "event_rows", "dedupe_keys",
-            "lag_s", "mark_s"]  # fmt: skip
+    keys = ["t_s", "written", "rss_mb", "heap_mb", "heap_gc_mb", "state_mb", "events_mb", "event_rows",
+            "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
     print(" ".join(f"{k:>11}" for k in keys))
     for row in samples:
         print(" ".join(f"{row.get(k, 0):>11.1f}" for k in keys))

@@ -34,7 +34,7 @@ from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.layout import take_layout
 from lakefs_gc.service.lease import StateLease
-from lakefs_gc.service.maintenance import Maintenance, jvm_heap_used, process_memory
+from lakefs_gc.service.maintenance import Maintenance, jvm_heap_after_gc, jvm_heap_used, process_memory
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.state import ServiceState
@@ -115,6 +115,7 @@ class GcService:
         )  # fmt: skip
         self.metrics.driver_rss.set_function(process_memory)
         self.metrics.jvm_heap_used.set_function(jvm_heap_used(self.spark))
+        self.metrics.jvm_heap_after_gc.set_function(jvm_heap_after_gc(self.spark))
         for repo in self.repositories.values():
             self._start_cycle(repo, candidate_sets)
         self.state.started = True

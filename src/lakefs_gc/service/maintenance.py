@@ -317,3 +317,25 @@ def jvm_heap_used(spark: SparkSession) -> Callable[[], float]:
             return float("nan")
 
     return used
+
+
+def jvm_heap_after_gc(spark: SparkSession) -> Callable[[], float]:
+    """A gauge function: the driver JVM's heap left after the last collection of each heap pool.
+
+    The heap in use also counts garbage not yet collected and swings by hundreds of MiB (the soak's
+    sawtooth); what survives collections is what a leak moves. 0 before the first collection, NaN
+    when the JVM cannot be asked.
+    """
+
+    def after_gc() -> float:
+        try:
+            management = spark.sparkContext._jvm.java.lang.management  # type: ignore[union-attr]
+            heap, total = management.MemoryType.HEAP, 0
+            for pool in management.ManagementFactory.getMemoryPoolMXBeans():
+                usage = pool.getCollectionUsage() if pool.getType().equals(heap) else None
+                total += usage.getUsed() if usage is not None else 0
+            return float(total)
+        except Exception:  # a scrape must not fail because the JVM is busy or gone
+            return float("nan")
+
+    return after_gc

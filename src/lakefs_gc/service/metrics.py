@@ -178,6 +178,11 @@ class Metrics:
         self.jvm_heap_used = Gauge(
             "lakefs_gc_jvm_heap_used_bytes", "Heap in use in the driver's JVM", registry=r
         )
+        self.jvm_heap_after_gc = Gauge(
+            "lakefs_gc_jvm_heap_after_gc_bytes",
+            "Heap the driver JVM's last collections left (per heap pool, summed): what a leak moves",
+            registry=r,
+        )
 
     def observe_lakefs_call(self, operation: str, seconds: float, failed: bool) -> None:
         """The :class:`~lakefs_gc.lakefs.client.LakeFSClient` observer hook.
