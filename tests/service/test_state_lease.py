@@ -135,19 +135,28 @@ def test_checkpoints_on_what_spark_or_we_cannot_open_are_refused(uri: str, says:
     assert uri in str(refused.value) and says in str(refused.value)
 
 
-def test_our_files_beside_spark_checkpoints_on_s3a(moto: MotoServer, s3_bucket: str) -> None:
-    """The stream id and the interrupted-write cleanup reach an ``s3a://`` checkpoint as ``s3://``."""
-    options = StorageOptions(s3=s3_options(moto))
-    root = CheckpointRoot.of(f"s3a://{s3_bucket}/ck", options).sub("events/q/checkpoint")
-    assert root.spark == f"s3a://{s3_bucket}/ck/events/q/checkpoint"
-    files = StoreDirectory.of(f"s3://{s3_bucket}/ck/events/q/checkpoint", options)
+@pytest.mark.parametrize("scheme", ["file", "s3a"])
+def test_our_files_beside_spark_checkpoints(
+    scheme: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The stream id, the delivery log and the interrupted-write cleanup beside Spark's logs: a
+    ``file://`` checkpoint as a local directory, an ``s3a://`` one as ``s3://``."""
+    if scheme == "file":
+        options, uri, files_uri = StorageOptions(), tmp_path.as_uri(), str(tmp_path)
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        options = StorageOptions(s3=s3_options(request.getfixturevalue("moto")))
+        uri, files_uri = f"s3a://{bucket}/ck", f"s3://{bucket}/ck"
+    root = CheckpointRoot.of(uri, options).sub("events/q/checkpoint")
+    assert root.spark == f"{uri}/events/q/checkpoint"  # as given, for Spark
+    files = StoreDirectory.of(f"{files_uri}/events/q/checkpoint", options)
     files.write("offsets/.0.4b1d.tmp", b"half")
     files.write("offsets/0", b"v1")
     assert clear_interrupted_writes(root) == root
     assert files.names("offsets") == ["0"]
     first = stream_id(root)
     assert stream_id(root) == first and files.read(STREAM_ID) == f"{first}\n".encode()
-    assert delivery_log_location(root).uri == f"s3a://{s3_bucket}/ck/events/q/checkpoint/lakefs-gc-deliveries"
+    assert delivery_log_location(root).uri == f"{uri}/events/q/checkpoint/lakefs-gc-deliveries"
 
 
 def test_serve_exits_13_before_spark_starts(tmp_path: Path) -> None:
