@@ -22,6 +22,9 @@ from lakefs_gc.service.lease import LEASE, StateLease
 from lakefs_gc.service.records import BatchRecord, CycleRecords
 from lakefs_gc.service.settings import ServiceSettings
 from lakefs_gc.service.state import ServiceState
+from lakefs_gc.spark.ingest.inventory.stream import delivery_log_location
+from lakefs_gc.spark.runtime.checkpoint import STREAM_ID, clear_interrupted_writes, stream_id
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
 from tests.support.object_stores import MotoServer, s3_options
@@ -98,14 +101,62 @@ def test_spools_and_cycle_records_live_in_the_state(state: StoreDirectory) -> No
 
 def test_checkpoints_stay_on_the_driver(tmp_path: Path) -> None:
     local = ServiceState.of(settings(state=str(tmp_path)))
-    assert local.checkpoint("events/q") == tmp_path / "events/q/checkpoint"  # the layout of before
+    assert local.checkpoint("events/q").local_path == tmp_path / "events/q/checkpoint"  # the layout of before
     remote = ServiceState.of(settings(state="s3://b/gc", checkpoints=str(tmp_path / "c")))
-    assert (
-        remote.directory.uri() == "s3://b/gc"
-        and remote.checkpoint("inventory") == tmp_path / "c/inventory/checkpoint"
+    assert remote.directory.uri() == "s3://b/gc" and remote.checkpoint("inventory").spark == str(
+        tmp_path / "c/inventory/checkpoint"
     )
-    default = ServiceState.of(settings(state="s3://b/gc"))
-    assert default.checkpoints.is_relative_to(Path.home())
+    default = ServiceState.of(settings(state="s3://b/gc")).checkpoints.local_path
+    assert default is not None and default.is_relative_to(Path.home())
+
+
+@pytest.mark.parametrize(
+    "uri",
+    ["file:///var/lib/gc/ck", "s3a://bucket/gc/ck", "abfss://ck@acct.dfs.core.windows.net/gc"],
+)
+def test_checkpoints_may_be_a_hadoop_uri_given_to_spark_as_it_is(uri: str) -> None:
+    where = ServiceState.of(settings(state="s3://b/gc", checkpoints=uri))
+    assert where.checkpoint("cycles/r").spark == f"{uri}/cycles/r/checkpoint"
+
+
+@pytest.mark.parametrize(
+    ("uri", "says"),
+    [
+        ("s3://bucket/ck", "give s3a://bucket/prefix, which needs the hadoop-aws connector jars"),
+        ("s3n://bucket/ck", "s3a://"),
+        ("https://acct.blob.core.windows.net/c/ck", "abfss://<container>@<account>.dfs.core.windows.net"),
+        ("hdfs://namenode/ck", "expected a local directory, file://, s3a:// or abfss://"),
+        ("file://otherhost/ck", "remote host"),
+    ],
+)
+def test_checkpoints_on_what_spark_or_we_cannot_open_are_refused(uri: str, says: str) -> None:
+    with pytest.raises(ValueError, match="checkpoints") as refused:
+        settings(state="s3://b/gc", checkpoints=uri)
+    assert uri in str(refused.value) and says in str(refused.value)
+
+
+@pytest.mark.parametrize("scheme", ["file", "s3a"])
+def test_our_files_beside_spark_checkpoints(
+    scheme: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """The stream id, the delivery log and the interrupted-write cleanup beside Spark's logs: a
+    ``file://`` checkpoint as a local directory, an ``s3a://`` one as ``s3://``."""
+    if scheme == "file":
+        options, uri, files_uri = StorageOptions(), tmp_path.as_uri(), str(tmp_path)
+    else:
+        bucket = request.getfixturevalue("s3_bucket")
+        options = StorageOptions(s3=s3_options(request.getfixturevalue("moto")))
+        uri, files_uri = f"s3a://{bucket}/ck", f"s3://{bucket}/ck"
+    root = CheckpointRoot.of(uri, options).sub("events/q/checkpoint")
+    assert root.spark == f"{uri}/events/q/checkpoint"  # as given, for Spark
+    files = StoreDirectory.of(f"{files_uri}/events/q/checkpoint", options)
+    files.write("offsets/.0.4b1d.tmp", b"half")
+    files.write("offsets/0", b"v1")
+    assert clear_interrupted_writes(root) == root
+    assert files.names("offsets") == ["0"]
+    first = stream_id(root)
+    assert stream_id(root) == first and files.read(STREAM_ID) == f"{first}\n".encode()
+    assert delivery_log_location(root).uri == f"{uri}/events/q/checkpoint/lakefs-gc-deliveries"
 
 
 def test_serve_exits_13_before_spark_starts(tmp_path: Path) -> None:

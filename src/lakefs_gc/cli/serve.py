@@ -45,7 +45,8 @@ EPILOG = (
 service settings (the `service` section of --config; see the README for a complete file):
   state               where spools, tables, range cache, cycle records and the lease live: a path,
                       file://, s3:// or Azure https://<account>.blob... (on a cluster: an object store)
-  checkpoints         the driver's Spark checkpoints (default: under state when it is a path)
+  checkpoints         the Spark checkpoints, only the driver's: a directory, or a Hadoop URI
+                      (file://, s3a://, abfss://; default: under state when it is a path)
   interval / sweep_delay / sweep   per-repository schedule defaults (repositories: [{name, ...}])
   inventory           inventory destination whose snapshots seed the candidate sets
   events              named notification queues: {type: sqs|azure-queue|eventgrid|directory, ...}
@@ -67,7 +68,9 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     service = parser.add_argument_group("service")
     add_state_option(service, location=True, help="service.state (default: from --config)")
     service.add_argument(
-        "--checkpoints", type=Path, metavar="DIR", help="service.checkpoints: the driver's Spark checkpoints"
+        "--checkpoints",
+        metavar="DIR|URI",
+        help="service.checkpoints: the Spark checkpoints (a driver directory, file://, s3a://, abfss://)",
     )
     service.add_argument("--metrics-port", type=int, metavar="PORT", help="default 9464; 0: any free port")
     service.add_argument("--interval", metavar="DURATION", help="default time between a repository's marks")
@@ -107,7 +110,7 @@ def _settings(args: argparse.Namespace, environ: dict[str, str]) -> ServiceSetti
 
     service = {
         "state": str(args.state) if args.state else None,
-        "checkpoints": str(args.checkpoints) if getattr(args, "checkpoints", None) else None,
+        "checkpoints": getattr(args, "checkpoints", None),
         "metrics_port": args.metrics_port,
         "interval": args.interval,
         "sweep_delay": args.sweep_delay,

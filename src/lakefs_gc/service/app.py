@@ -241,7 +241,7 @@ class GcService:
             .option("rowsPerBatch", 1)
             .load()
             .writeStream.foreachBatch(repo.cycle)
-            .option("checkpointLocation", str(checkpoint))
+            .option("checkpointLocation", checkpoint.spark)
             .trigger(processingTime=f"{max(1, int(svc.tick.total_seconds()))} seconds")
             .queryName(f"lakefs-gc-gc-{name}")
             .start()

@@ -22,7 +22,6 @@ from __future__ import annotations
 import os
 import re
 from datetime import timedelta
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -73,11 +72,14 @@ class ServiceOptions(_Durations):
         "store (or a mount every node shares). Losing it loses no data, only work: events not yet in an "
         "inventory (their objects are collected after the next snapshot) and the range cache. Required.",
     )
-    checkpoints: Path | None = Field(
+    checkpoints: str | None = Field(
         default=None,
         description="The Spark checkpoints of the service's queries (offset and commit logs, the "
         "inventory delivery log): only the driver reads and writes them, so a local directory on the "
-        "driver (a persistent volume) is enough. Default: inside state when state is a local path, "
+        "driver (a persistent volume) is enough. Or a Hadoop filesystem URI the cluster opens, given to "
+        "Spark as it is: file://, s3a://bucket/prefix (hadoop-aws connector jars), "
+        "abfss://<container>@<account>.dfs.core.windows.net/prefix (hadoop-azure); s3:// is refused "
+        "(no Hadoop filesystem outside EMR). Default: inside state when state is a local path, "
         "else ~/.lakefs-gc/checkpoints/<digest of state> on the driver.",
     )
     lease_ttl: timedelta = Field(
@@ -171,10 +173,20 @@ class ServiceOptions(_Durations):
         default=(), description="Repositories with their own schedule; the top-level list adds more."
     )
 
-    @field_validator("state", mode="before")
+    @field_validator("state", "checkpoints", mode="before")
     @classmethod
     def _location(cls, value: Any) -> Any:
         return os.fspath(value) if isinstance(value, os.PathLike) else value
+
+    @field_validator("checkpoints")
+    @classmethod
+    def _hadoop(cls, value: str | None) -> str | None:
+        from lakefs_gc.storage.checkpoints import checkpoint_problem
+
+        problem = None if value is None else checkpoint_problem(value)
+        if problem is not None:
+            raise ValueError(problem)
+        return value
 
     @field_validator("state")
     @classmethod

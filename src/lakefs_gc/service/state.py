@@ -7,8 +7,9 @@ executors are other machines, so nothing they read may be on the driver's disk.
 
 ``service.checkpoints`` holds what only the driver touches: Spark's offset and commit logs (every
 query is stateless with idempotent sinks, so no executor writes a checkpoint) and the inventory
-delivery log. Spark writes checkpoints through Hadoop, so they stay a local directory on the
-driver (a persistent volume on Kubernetes). Layout, both relative to their root::
+delivery log. Spark writes checkpoints through Hadoop, so they are a local directory on the driver
+(a persistent volume on Kubernetes) or a Hadoop URI the cluster opens (``s3a://``, ``abfss://``,
+:mod:`lakefs_gc.storage.checkpoints`). Layout, both relative to their root::
 
     state:        events/table/  events/<source>/spool/  inventory/table/  range-cache/<repo>/
                   cycles/<repo>/batches/  _lease.json  _layout.json (:mod:`.layout`)
@@ -26,6 +27,7 @@ from pathlib import Path
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.service.settings import ServiceSettings
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.directories import StoreDirectory
 
 
@@ -34,7 +36,7 @@ class ServiceState:
     """The state location and the checkpoint directory of one service."""
 
     directory: StoreDirectory
-    checkpoints: Path
+    checkpoints: CheckpointRoot
 
     @classmethod
     def of(cls, settings: ServiceSettings) -> ServiceState:
@@ -46,12 +48,12 @@ class ServiceState:
             )
         directory = StoreDirectory.of(svc.state, settings.storage)
         if svc.checkpoints is not None:
-            checkpoints = svc.checkpoints.expanduser().resolve()
+            checkpoints = CheckpointRoot.of(svc.checkpoints, settings.storage)
         elif directory.is_local:
-            checkpoints = directory.local_path
+            checkpoints = CheckpointRoot.of(directory.local_path)
         else:
             digest = hashlib.sha256(directory.uri().encode()).hexdigest()[:12]
-            checkpoints = Path.home() / ".lakefs-gc" / "checkpoints" / digest
+            checkpoints = CheckpointRoot.of(Path.home() / ".lakefs-gc" / "checkpoints" / digest)
         return cls(directory, checkpoints)
 
     @property
@@ -62,5 +64,5 @@ class ServiceState:
     def sub(self, relative: str) -> StoreDirectory:
         return self.directory.sub(relative)
 
-    def checkpoint(self, relative: str) -> Path:
-        return self.checkpoints / relative / "checkpoint"
+    def checkpoint(self, relative: str) -> CheckpointRoot:
+        return self.checkpoints.sub(f"{relative}/checkpoint")

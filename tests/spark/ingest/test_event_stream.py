@@ -35,6 +35,8 @@ from lakefs_gc.spark.ingest.events.table import (
     events_frame,
     run_event_stream,
 )
+from lakefs_gc.spark.runtime.checkpoint import STREAM_ID
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
 from tests.support.object_stores import s3_client, unique_name
@@ -296,6 +298,21 @@ def test_local_events_and_a_spool_left_by_a_crash(spark: SparkSession, tmp_path:
         ("data/s1/b", "created"), ("data/s1/c", "created"),
     ]  # fmt: skip
     assert [p.name for p in (tmp_path / "queue").glob("*.json")] == [c.name]  # spool 1 acknowledged
+
+
+def test_a_hadoop_uri_checkpoint_goes_to_spark_as_it_is(spark: SparkSession, tmp_path: Path) -> None:
+    """``file://`` stands for the Hadoop URIs of a cluster (``s3a://``, ``abfss://``): Spark writes its
+    logs there, and the stream id beside them goes through ``pyarrow``."""
+    writer = LocalEventWriter(tmp_path / "queue")
+    writer.created(tmp_path / "store/ns/data/s1/a", 5, datetime(2024, 5, 1, 12, tzinfo=timezone.utc))
+    queue = QueueConfig(type="directory", path=str(tmp_path / "queue"))
+    route = EventRoute.of("loc", parse_location(f"{tmp_path}/store/ns/"))
+    stream = Stream(spark, tmp_path, "local", queue, (route,))
+    stream.checkpoint = CheckpointRoot.of((tmp_path / "ck").as_uri())  # type: ignore[assignment]
+    [counts] = stream.run()
+    assert counts.events == 1
+    assert (tmp_path / "ck/offsets/0").is_file() and (tmp_path / "ck/commits/0").is_file()
+    assert (tmp_path / "ck" / STREAM_ID).is_file()
 
 
 def test_a_queue_that_cannot_be_read_fails_the_stream(

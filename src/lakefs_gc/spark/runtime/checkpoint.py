@@ -9,35 +9,34 @@ records for its own batches, and a replayed batch of the same checkpoint finds i
 
 from __future__ import annotations
 
+import os
 import uuid
-from pathlib import Path
 
-from lakefs_gc.storage.writes import replace_local_file
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 
 #: the file inside a checkpoint holding its stream id (named for the inventory ingest, which had it first)
 STREAM_ID = "lakefs-gc-ingest-id"
 
 
-def clear_interrupted_writes(checkpoint: Path) -> Path:
-    """Delete what a killed process left of Spark's atomic checkpoint writes; returns ``checkpoint``.
+def clear_interrupted_writes(checkpoint: CheckpointRoot | str | os.PathLike[str]) -> CheckpointRoot:
+    """Delete what a killed process left of Spark's atomic checkpoint writes; returns ``checkpoint``
+    (a path or Hadoop URI, :class:`~lakefs_gc.storage.checkpoints.CheckpointRoot`).
 
     Spark writes each offset and commit log entry to a hidden ``.<batch>.<uuid>.tmp`` and renames
     it. Killed in between, the temp file stays; in a checkpoint without a logged batch yet, Spark
     then refuses to start (``STATE_STORE_CHECKPOINT_LOCATION_NOT_EMPTY``), and the query could
     never run again. The rename never happened: the file is not part of the checkpoint.
     """
+    root = CheckpointRoot.of(checkpoint)
     for log in ("offsets", "commits"):
-        directory = checkpoint / log
-        if directory.is_dir():
-            for path in directory.iterdir():
-                if path.name.startswith(".") and path.name.endswith((".tmp", ".tmp.crc")):
-                    path.unlink(missing_ok=True)
-    return checkpoint
+        for name in root.files.names(log):
+            if name.startswith(".") and name.endswith((".tmp", ".tmp.crc")):
+                root.files.delete(f"{log}/{name}")
+    return root
 
 
-def stream_id(checkpoint: Path) -> str:
+def stream_id(checkpoint: CheckpointRoot) -> str:
     """This checkpoint's id, created on first use (written whole: a kill never leaves half an id)."""
-    path = checkpoint / STREAM_ID
-    if not path.exists():
-        replace_local_file(path, (uuid.uuid4().hex[:16] + "\n").encode())
-    return path.read_text().strip()
+    if not checkpoint.files.exists(STREAM_ID):
+        checkpoint.files.write(STREAM_ID, (uuid.uuid4().hex[:16] + "\n").encode())
+    return (checkpoint.files.read(STREAM_ID) or b"").decode().strip()

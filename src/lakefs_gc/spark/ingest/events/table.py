@@ -43,6 +43,7 @@ from lakefs_gc.spark.ingest.events.source import EventSourceConfig, event_source
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.tables import TableLocation
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.writes import open_output, write_whole
 
 if TYPE_CHECKING:
@@ -342,7 +343,7 @@ def run_event_stream(
     spark: SparkSession,
     config: EventSourceConfig,
     table: EventTable,
-    checkpoint: Path,
+    checkpoint: CheckpointRoot | Path,
     *,
     trigger: dict[str, Any],
     on_batch: Callable[[BatchCounts], None] | None = None,
@@ -354,14 +355,14 @@ def run_event_stream(
     queue and stops, ``{"processingTime": "30 seconds"}`` runs until stopped. The checkpoint is
     Spark's own, on a filesystem Spark writes without connectors; it keeps the stream id too.
     """
-    checkpoint = clear_interrupted_writes(checkpoint.resolve())
+    checkpoint = clear_interrupted_writes(checkpoint)
     sink = EventTableSink(table, config.name, stream_id(checkpoint), on_batch, dedupe_horizon=dedupe_horizon)
     spark.dataSource.register(event_source_class(config))
     return (
         spark.readStream.format(source_name(config))
         .load()
         .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
+        .option("checkpointLocation", checkpoint.spark)
         .trigger(**trigger)
         .queryName(config.name)
         .start()

@@ -22,6 +22,7 @@ from lakefs_gc.errors import ConfigError
 from lakefs_gc.spark.ingest.inventory.source import SOURCE_NAME, SourceConfig, source_class
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable, CandidateTableSink, IngestedDelivery
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
+from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
@@ -47,15 +48,15 @@ class IngestResult:
         return [d for d in self.deliveries if d.status == "rejected"]
 
 
-def delivery_log_location(checkpoint: Path) -> StorageLocation:
-    return StorageLocation("local", "", str(checkpoint.resolve() / DELIVERY_LOG))
+def delivery_log_location(checkpoint: CheckpointRoot | Path) -> StorageLocation:
+    return CheckpointRoot.of(checkpoint).files.location.join(DELIVERY_LOG)
 
 
 def ingest_available(
     spark: SparkSession,
     source: SourceConfig,
     table: CandidateTable,
-    checkpoint: Path,
+    checkpoint: CheckpointRoot | Path,
     *,
     say: Callable[[str], None],
 ) -> IngestResult:
@@ -69,7 +70,7 @@ def start_ingest(
     spark: SparkSession,
     source: SourceConfig,
     table: CandidateTable,
-    checkpoint: Path,
+    checkpoint: CheckpointRoot | Path,
     *,
     say: Callable[[str], None],
     trigger: dict[str, Any],
@@ -78,7 +79,7 @@ def start_ingest(
     """Start the inventory stream with ``trigger`` (``DataStreamWriter.trigger``'s keywords)."""
     if not source.routes:
         raise ConfigError("no repository namespace to ingest for: give at least one repository")
-    checkpoint = clear_interrupted_writes(checkpoint.resolve())
+    checkpoint = clear_interrupted_writes(checkpoint)
     sink = CandidateTableSink(table, stream_id(checkpoint), say, on_deliveries)
     source = replace(source, log=delivery_log_location(checkpoint), parts=sink.parts_location())
     spark.dataSource.register(source_class(source))
@@ -86,7 +87,7 @@ def start_ingest(
         spark.readStream.format(SOURCE_NAME)
         .load()
         .writeStream.foreachBatch(sink)
-        .option("checkpointLocation", str(checkpoint))
+        .option("checkpointLocation", checkpoint.spark)
         .trigger(**trigger)
         .queryName("lakefs-gc-inventory-ingest")
         .start()
