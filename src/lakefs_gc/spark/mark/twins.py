@@ -39,10 +39,8 @@ from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.ranges import open_sstable
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.sstable.graveler import iter_range_entries
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
 
@@ -303,9 +301,7 @@ class _RangeEntries:
         with LakeFSClient(r.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
                 for range_id in batch.column("id").to_pylist():
-                    location = r.resolve(range_id, client.range_location(r.repository, range_id))
-                    with open_sstable(fs, location, location.fs_path) as table:
-                        rows = [(key.decode("utf-8"), e.size) for key, e in iter_range_entries(table)]
+                    rows = list(r.read_entries(client, fs, range_id))
                     yield pa.RecordBatch.from_pydict(
                         {
                             "id": [range_id] * len(rows),
