@@ -141,10 +141,6 @@ def mark(
     return set(marked), result["summary"]
 
 
-@pytest.mark.skip(
-    reason="issue 17, open: fails (and runs ~8 min) since the identity-twin guard joined the mark; "
-    "not yet diagnosed (a synthesized repository's uniform object sizes may exhaust the guard's budgets)"
-)
 @pytest.mark.usefixtures("spark")
 def test_mark_of_a_synthesized_repository_is_its_manifest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -155,10 +151,6 @@ def test_mark_of_a_synthesized_repository_is_its_manifest(
     assert summary["num_listed_objects"] - len(marked) == len(repo.live)  # everything else is kept
 
 
-@pytest.mark.skip(
-    reason="issue 17, open: fails (and runs ~8 min) since the identity-twin guard joined the mark; "
-    "not yet diagnosed (a synthesized repository's uniform object sizes may exhaust the guard's budgets)"
-)
 @pytest.mark.usefixtures("spark")
 def test_inventory_mark_of_a_synthesized_namespace_is_its_manifest(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]

@@ -127,7 +127,13 @@ def _add_synth_shape(shape_group: argparse._ArgumentGroup) -> None:
         "--tables", type=int, default=0, help="tables commits write to (default 0: one per 100 main commits)"
     )
     shape_group.add_argument("--slice-objects", type=int, default=10_000, help="objects per data/<slice>/")
-    shape_group.add_argument("--object-size", type=int, default=16, help="bytes per object")
+    shape_group.add_argument(
+        "--object-size", type=int, default=256 * 1024, help="median bytes per object (files are sparse)"
+    )
+    shape_group.add_argument(
+        "--size-sigma", type=float, default=2.0,
+        help="spread of the lognormal object sizes (sigma of their log; 0: every object --object-size)",
+    )  # fmt: skip
     shape_group.add_argument("--seed", type=int, default=0)
 
 
@@ -227,7 +233,8 @@ def run_synth(args: argparse.Namespace) -> int:
     settings = ServerSettings(storage=StorageOptions(local_root=str(args.storage_root.resolve())))
     spec = SynthSpec(
         repository=args.repo, namespace=args.namespace, days=args.days,
-        retention_days=args.retention_days, object_size=args.object_size, seed=args.seed,
+        retention_days=args.retention_days, object_size=args.object_size, size_sigma=args.size_sigma,
+        seed=args.seed,
         range_entries=args.range_entries, range_max_bytes=args.range_max_bytes, tables=args.tables,
         slice_objects=args.slice_objects,
         physical=not args.no_objects, cache_mib=args.cache_mib, **counts,

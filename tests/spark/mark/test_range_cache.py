@@ -89,11 +89,14 @@ def counting(env: GcEnv) -> tuple[Fault, Fault]:
     return faults.inject(Fault(path=META_RANGE, delay=0.0)), faults.inject(Fault(path=RANGE, delay=0.0))
 
 
-def head_metaranges(env: GcEnv) -> set[str]:
-    """The branch HEADs' metaranges: the identity-twin guard reads each once more, and their ranges,
-    when a mark has garbage (not through the range cache yet)."""
+def head_ranges(env: GcEnv, cache: RangeCache) -> set[str]:
+    """The ranges of the branch HEADs' trees (from the cache's metarange level, which the mark
+    writes): the identity-twin guard reads each into the cache's entries level once."""
     branches = env.lakefs.branches.list_branches(REPO, show_hidden=True).results
-    return {env.lakefs.commits.get_commit(REPO, b.commit_id).meta_range_id for b in branches} - {""}
+    heads = {env.lakefs.commits.get_commit(REPO, b.commit_id).meta_range_id for b in branches} - {""}
+    rows = [r for f in (cache.root / "metaranges").glob("*.parquet") for r in pq.read_table(f).to_pylist()]
+    assert heads <= {r["metarange_id"] for r in rows}  # the guard finds every HEAD tree in the cache
+    return {r["range_id"] for r in rows if r["metarange_id"] in heads and r["range_id"]}
 
 
 def cache_files(cache: RangeCache) -> set[str]:
@@ -114,15 +117,17 @@ def test_cached_mark_marks_what_an_uncached_one_marks(
     stats = result.summary["range_cache"]
     assert stats["metaranges_read"] == len(metaranges) and stats["metaranges_cached"] == 0
     assert stats["ranges_read"] == len(ranges) and stats["ranges_cached"] == 0
-    assert env.server.faults.hits(meta_calls) == len(metaranges) + len(head_metaranges(env))
-    # the guard's own reads of the HEAD trees' ranges bypass the cache (README, Known limitations)
-    assert env.server.faults.hits(range_calls) >= len(ranges)
+    assert env.server.faults.hits(meta_calls) == len(metaranges)  # the guard's HEAD trees from the cache
+    heads = head_ranges(env, cache)
+    assert stats["head_metaranges_cached"] > 0 and stats["head_ranges_read"] == len(heads) > 0
+    assert env.server.faults.hits(range_calls) == len(ranges) + len(heads)  # addresses, then HEAD entries
     assert stats["generation"] == 1 and (cache.root / "_gen/00000001.json").is_file()
 
 
 def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
     cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
     first, _ = mark(spark, env, cache)
+    first_heads = head_ranges(env, cache)
     grow(env, "wide", "w3", 2)
     grow(env, "main", "m1", 3)
     env.lakefs.delete(REPO, "wide", "w1/f0")
@@ -139,8 +144,10 @@ def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp
     assert 0 < stats["metaranges_read"] == len(new_metaranges) < second.summary["num_metaranges"]
     assert 0 < stats["ranges_read"] == len(new_ranges) < second.summary["num_ranges"]
     assert stats["ranges_cached"] == second.summary["num_ranges"] - len(new_ranges)
-    assert env.server.faults.hits(meta_calls) == len(new_metaranges) + len(head_metaranges(env))
-    assert env.server.faults.hits(range_calls) >= len(new_ranges)  # + the guard's, uncached
+    new_heads = head_ranges(env, cache) - first_heads
+    assert env.server.faults.hits(meta_calls) == len(new_metaranges)
+    assert 0 < stats["head_ranges_read"] == len(new_heads) < stats["head_ranges_cached"] + len(new_heads)
+    assert env.server.faults.hits(range_calls) == len(new_ranges) + len(new_heads)
     assert stats["generation"] == 2
 
     _, uncached = mark(spark, env, None)
@@ -166,7 +173,8 @@ def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tm
     held = sum(p["ranges"] for parts in record["ranges"].values() for p in parts)
     assert held == second.summary["num_ranges"]
     listed = {p["file"] for p in record["metaranges"]}
-    listed |= {p["file"] for parts in record["ranges"].values() for p in parts}
+    levels = (*record["ranges"].values(), *record["entries"].values())
+    listed |= {p["file"] for parts in levels for p in parts}
     cache.open(REPO, second.storage_namespace)  # the next cycle deletes what the rewrite replaced
     assert cache_files(cache) == listed | {"_gen/00000002.json"}
 

@@ -43,6 +43,7 @@ from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
 from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
+from lakefs_gc.spark.mark.range_cache.heads import CachedHeadTrees
 from lakefs_gc.spark.mark.references import (
     LakeFSRefs,
     MetadataReader,
@@ -292,9 +293,12 @@ class _MarkRun:
         reader = MetadataReader(
             refs.connection, repo.id, repo.storage_namespace, self.namespace, refs.storage
         )
+        trees = None
+        if self.range_cache is not None:  # the HEAD trees through the cache the mark has just updated
+            trees = CachedHeadTrees(self.range_cache, reader, self.stats.setdefault("range_cache", {}))
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph,
-            parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"),
+            parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,
         )  # fmt: skip
         self.stats["identity_twins"] = guard.counts
         if guard.kept is None:

@@ -40,6 +40,7 @@ from lakefs_gc.lakefs.ranges import (
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.sstable.graveler import iter_range_entries
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
@@ -150,6 +151,15 @@ class MetadataReader:
         location = self.resolve(range_id, client.range_location(self.repository, range_id))
         with open_sstable(fs, location, location.fs_path) as table:
             yield from committed_addresses_of_range(table, self.storage_namespace)
+
+    def read_entries(
+        self, client: RefsReader, fs: pafs.FileSystem, range_id: str
+    ) -> Iterator[tuple[str, int]]:
+        """``(path, size)`` of every entry of one range (the identity-twin guard's view of a HEAD tree)."""
+        location = self.resolve(range_id, client.range_location(self.repository, range_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            for key, entry in iter_range_entries(table):
+                yield key.decode("utf-8"), entry.size
 
     def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(

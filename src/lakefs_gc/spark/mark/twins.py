@@ -5,14 +5,20 @@ type) equals the committed entry it shadows, so an identical re-upload over a co
 no export while its branch serves it. Here, after the classification:
 
 1. the HEAD trees of every branch (hidden ones included, from the cross-check's commit graph) are
-   read on the executors, each distinct range once, as ``(range, path, size)``;
-2. the objects about to be marked are joined with them on size: the *twin pairs*
+   read on the executors, each distinct range once, as ``(range, path, size)``: from lakeFS, or
+   from the service's range cache when the mark has one (:class:`HeadTrees`);
+2. the work is planned per size before any pair is built (:func:`plan_sizes`): a size costs one
+   stat per (branch, path) of a HEAD entry of that size, and as many pairs as those times its
+   marked objects. Sizes are taken cheapest first while both budgets hold; the marked objects of
+   every other size a HEAD entry has are **kept** unresolved (a size shared by thousands of
+   objects and entries, such as empty files, would otherwise make the join quadratic);
+3. the objects of the sizes taken are joined with the HEAD entries on size: the *twin pairs*
    ``(address, branch, path)``; the join is on size because the listing cannot tell an object's
    ETag, and size is the one identity field a store certainly shares with lakeFS's record;
-3. one ``statObject`` per distinct ``(branch, path)`` on the driver says which address the branch
+4. one ``statObject`` per distinct ``(branch, path)`` on the driver says which address the branch
    serves there; :func:`lakefs_gc.gc.twins.decide` turns the answers into verdicts: **live** (kept),
-   **kept** (could not be ruled out: a failed stat, or more pairs than the stat budget) or
-   **released** (every pair answered with another address or "no such path").
+   **kept** (could not be ruled out: a failed stat) or **released** (every pair answered with
+   another address or "no such path").
 
 Objects kept get the reason ``identity_twin``; ``summary.json``'s ``identity_twins`` counts every
 twin kept or released. Only objects that would otherwise be marked are considered, so the guard
@@ -23,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
@@ -33,22 +39,21 @@ from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.ranges import open_sstable
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.sstable.graveler import iter_range_entries
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
-#: at most this many distinct (branch, path) stats per mark; beyond it every twin is kept unresolved
+#: at most this many distinct (branch, path) stats per mark; the sizes beyond it are kept unresolved
 STAT_BUDGET = 10_000
-#: at most this many twin pairs are brought to the driver; beyond it every twin is kept unresolved
+#: at most this many (address, branch, path) pairs per mark; the sizes beyond it are kept unresolved
 PAIR_BUDGET = 200_000
 
 Say = Callable[[str], None]
+_WEIGHTS = "metarange string, branches long"
 _ENTRIES = pa.schema([("id", pa.string()), ("path", pa.string()), ("size", pa.int64())])
 
 
@@ -58,6 +63,36 @@ class TwinGuard:
 
     kept: DataFrame | None
     counts: dict[str, Any]
+
+
+class HeadTrees(Protocol):
+    """Where the guard reads the HEAD trees from: lakeFS (:class:`LakeFSHeadTrees`), or the
+    service's range cache (:class:`lakefs_gc.spark.mark.range_cache.cache.CachedHeadTrees`)."""
+
+    def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
+        """``(metarange, id)``: the range ids of each metarange."""
+        ...
+
+    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+        """``(id, path, size)``: every entry of each range of ``range_ids`` (column ``id``)."""
+        ...
+
+
+@dataclass(frozen=True)
+class LakeFSHeadTrees:
+    """The HEAD trees read from lakeFS: one ``getMetaRange``/``getRange`` call and one file read each."""
+
+    reader: MetadataReader
+
+    def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
+        heads = spark.createDataFrame([(m,) for m in metaranges], "metarange string")
+        heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
+        return heads.mapInArrow(on_executor(_HeadRanges(self.reader)), "metarange string, id string")
+
+    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+        return range_ids.repartition(parallelism).mapInArrow(
+            on_executor(_RangeEntries(self.reader)), "id string, path string, size long"
+        )
 
 
 def head_metaranges(graph: CommitGraph) -> dict[str, list[str]]:
@@ -79,54 +114,104 @@ def guard_twins(
     lakefs: CommitGraphReader,
     parallelism: int,
     say: Say,
+    trees: HeadTrees | None = None,
 ) -> TwinGuard:
-    """Which of ``marked`` (``address, size``) are identity twins to keep; see the module docstring."""
+    """Which of ``marked`` (``address, size``) are identity twins to keep; see the module docstring.
+
+    ``trees``: where the HEAD trees are read (default: from lakeFS through ``reader``)."""
     heads = head_metaranges(graph)
     if not heads:
         return TwinGuard(None, guard_twins_none())
-    pairs = twin_pairs(spark, marked, reader, list(heads), parallelism=parallelism)
-    pairs.persist()
+    trees = trees or LakeFSHeadTrees(reader)
+    # read once: the queries below use the tree three times, and Spark would read it again each time
+    tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
+    sized = trees.entries(tree.select("id").distinct(), parallelism=parallelism).join(
+        marked.select("size").distinct(), "size", "left_semi"
+    )
+    sized.persist()
     try:
-        return _decide(spark, pairs, heads, reader, lakefs, say)
+        plan = plan_sizes(spark, marked, sized, tree, heads)
+        pairs = twin_pairs(marked, sized, tree, plan.checked)
+        return _decide(spark, pairs, plan, heads, reader, lakefs, say)
     finally:
-        pairs.unpersist()
+        sized.unpersist()
 
 
-def twin_pairs(
-    spark: SparkSession, marked: DataFrame, reader: MetadataReader, metaranges: list[str], *, parallelism: int
-) -> DataFrame:
-    """``(address, size, metarange, path)``: marked objects of the size of a HEAD entry."""
-    heads = spark.createDataFrame([(m,) for m in metaranges], "metarange string")
-    heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
-    # read once: the query below uses the tree twice, and Spark would read every metarange again
-    tree = heads.mapInArrow(on_executor(_HeadRanges(reader)), "metarange string, id string").localCheckpoint()
-    entries = (
-        tree.select("id").distinct().repartition(parallelism)
-        .mapInArrow(on_executor(_RangeEntries(reader)), "id string, path string, size long")
+@dataclass(frozen=True)
+class SizePlan:
+    """Which sizes the guard resolves with stats (``checked``: a DataFrame of ``size``) and what it
+    keeps unresolved: the marked objects of every other size a HEAD entry has."""
+
+    checked: DataFrame
+    unresolved: DataFrame | None  # ``address`` of the objects kept without a stat
+    unresolved_objects: int
+    unresolved_bytes: int
+    unresolved_sizes: int
+
+
+def plan_sizes(
+    spark: SparkSession, marked: DataFrame, sized: DataFrame, tree: DataFrame, heads: Mapping[str, list[str]]
+) -> SizePlan:
+    """Sizes to resolve, cheapest first, within both budgets; the rest are kept without a stat.
+
+    The work of a size is known before any pair is built: its stats are the (branch, path) pairs of
+    HEAD entries of that size (each range weighted by the branches whose HEAD tree holds it), its
+    pairs the stats times its marked objects. A size shared by many objects and entries (empty
+    files, fixed-size chunks) would make the join quadratic; it is kept instead, and only it.
+    """
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
+    weights = spark.createDataFrame(
+        [(m, len(b)) for m, b in heads.items()], "metarange string, branches long"
+    )
+    range_weight = tree.join(weights, "metarange").groupBy("id").agg(F.sum("branches").alias("weight"))
+    per_size = (
+        sized.join(range_weight, "id").groupBy("size").agg(F.sum("weight").alias("stats"))
+        .join(marked.groupBy("size").agg(F.count("*").alias("objects")), "size")
     )  # fmt: skip
-    sized = entries.join(marked.select("size").distinct(), "size", "left_semi")
-    return marked.select("address", "size").join(sized, "size").join(tree, "id").drop("id")
+    order = Window.orderBy("stats", "size").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    planned = per_size.select(
+        "size", "objects",
+        ((F.sum("stats").over(order) <= STAT_BUDGET)
+         & (F.sum(F.col("stats") * F.col("objects")).over(order) <= PAIR_BUDGET)).alias("checked"),
+    ).localCheckpoint()  # fmt: skip
+    checked = planned.where("checked").select("size")
+    over = planned.where("not checked")
+    row = over.agg(F.count("*"), F.sum("objects"), F.sum(F.col("objects") * F.col("size"))).collect()[0]
+    if not row[0]:
+        return SizePlan(checked, None, 0, 0, 0)
+    unresolved = marked.join(over.select("size"), "size", "left_semi").select("address")
+    return SizePlan(checked, unresolved, int(row[1]), int(row[2] or 0), int(row[0]))
+
+
+def twin_pairs(marked: DataFrame, sized: DataFrame, tree: DataFrame, checked: DataFrame) -> DataFrame:
+    """``(address, size, metarange, path)``: marked objects of a checked size and HEAD entries of it."""
+    from pyspark.sql import functions as F
+
+    sizes = F.broadcast(checked)  # at most STAT_BUDGET rows
+    entries = sized.join(sizes, "size", "left_semi")
+    return (
+        marked.select("address", "size")
+        .join(sizes, "size", "left_semi")
+        .join(entries, "size")
+        .join(tree, "id")
+        .drop("id")
+    )
 
 
 def _decide(
     spark: SparkSession,
     pairs: DataFrame,
+    plan: SizePlan,
     heads: Mapping[str, list[str]],
     reader: MetadataReader,
     lakefs: CommitGraphReader,
     say: Say,
 ) -> TwinGuard:
-    paths = pairs.select("metarange", "path").distinct()
-    num_paths, num_pairs = paths.count(), pairs.count()
-    stats_needed = num_paths  # at least; each path is one stat per branch sharing the tree
-    if num_paths <= STAT_BUDGET:
-        stats_needed = sum(len(heads[r["metarange"]]) for r in paths.collect())
-    if stats_needed > STAT_BUDGET or num_pairs > PAIR_BUDGET:
-        say(f"{num_pairs} twin pairs need {stats_needed}+ stats (budget {STAT_BUDGET}): keeping them all")
-        return _keep_unresolved(pairs, num_pairs)
     pair_list = [
         twins.TwinPair(r["address"], int(r["size"]), branch, r["path"])
-        for r in pairs.collect()
+        for r in pairs.collect()  # within PAIR_BUDGET by the plan
         for branch in heads[r["metarange"]]
     ]
     requests = twins.stat_requests(pair_list)
@@ -138,19 +223,21 @@ def _decide(
     }
     decisions = twins.decide(pair_list, answers)
     keep = sorted(d.address for d in decisions if d.verdict is not twins.TwinVerdict.GARBAGE)
-    counts = twins.count(pair_list, decisions).summary()
-    if not keep:
-        return TwinGuard(None, dict(counts))
-    return TwinGuard(spark.createDataFrame([(a,) for a in keep], "address string"), dict(counts))
-
-
-def _keep_unresolved(pairs: DataFrame, num_pairs: int) -> TwinGuard:
-    """Every twin kept without a stat: more pairs than the budgets allow (never released unasked)."""
-    kept = pairs.select("address", "size").distinct()
-    objects, size = kept.groupBy().agg({"address": "count", "size": "sum"}).collect()[0]
-    counts: dict[str, Any] = {"pairs": num_pairs, "stats": 0, **_zero()}
-    counts.update(kept=int(objects), kept_bytes=int(size or 0), unresolved="over the stat budget")
-    return TwinGuard(kept.select("address"), counts)
+    counts: dict[str, Any] = dict(twins.count(pair_list, decisions).summary())
+    kept = spark.createDataFrame([(a,) for a in keep], "address string") if keep else None
+    if plan.unresolved is not None:
+        say(
+            f"identity twins: {plan.unresolved_objects} objects of {plan.unresolved_sizes} sizes need more "
+            f"than the budgets ({STAT_BUDGET} stats, {PAIR_BUDGET} pairs): keeping them unresolved"
+        )
+        counts["kept"] += plan.unresolved_objects
+        counts["kept_bytes"] += plan.unresolved_bytes
+        counts["unresolved"] = (
+            f"{plan.unresolved_objects} objects of {plan.unresolved_sizes} sizes over the budgets "
+            f"({STAT_BUDGET} stats, {PAIR_BUDGET} pairs)"
+        )
+        kept = plan.unresolved if kept is None else kept.unionByName(plan.unresolved)
+    return TwinGuard(kept, counts)
 
 
 def namespace_relative(answer: twins.StatAnswer, reader: MetadataReader) -> twins.StatAnswer:
@@ -214,14 +301,12 @@ class _RangeEntries:
         with LakeFSClient(r.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
                 for range_id in batch.column("id").to_pylist():
-                    location = r.resolve(range_id, client.range_location(r.repository, range_id))
-                    with open_sstable(fs, location, location.fs_path) as table:
-                        rows = [(key.decode("utf-8"), e.size) for key, e in iter_range_entries(table)]
+                    rows = list(r.read_entries(client, fs, range_id))
                     yield pa.RecordBatch.from_pydict(
                         {
                             "id": [range_id] * len(rows),
                             "path": [p for p, _ in rows],
                             "size": [s for _, s in rows],
                         },
-                        schema=pa.schema([("id", pa.string()), ("path", pa.string()), ("size", pa.int64())]),
+                        schema=_ENTRIES,
                     )

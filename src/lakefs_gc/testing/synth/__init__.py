@@ -44,7 +44,9 @@ garbage      exactly --garbage objects when the history has room for them: 40% s
 The ground truth takes lakeFS's active commits (the retention algorithm of the test server) on
 the finished commit graph; an object is garbage iff no active commit's tree holds it and no live
 branch stages it (see :mod:`.ledger`). The manifest is a directory of parquet parts (address,
-size, last_modified, kind, garbage). With ``physical=False`` (``--no-objects``) no object is
+size, last_modified, kind, garbage). Object sizes are lognormal (median ``object_size``, default
+256 KiB, ``size_sigma`` 2), so two objects rarely share one, as in a data lake; physical objects
+are sparse files. With ``physical=False`` (``--no-objects``) no object is
 written; an S3 Inventory delivery (Parquet, or gzip CSV with form-encoded keys) lists them the
 way a 20M-object namespace is marked in production: ``lakefs-gc mark --inventory DEST``.
 """

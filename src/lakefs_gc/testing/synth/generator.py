@@ -35,7 +35,7 @@ def generate(
     plan = make_plan(spec, now)
     split = RangeSplit(spec.effective_range_entries, spec.range_max_bytes)
     tables = Tables(store, split, spec.cache_mib << 20)
-    objects = Objects(store, spec.seed, spec.slice_objects, spec.object_size, spec.physical)
+    objects = Objects(store, spec.seed, spec.slice_objects, spec.object_size, spec.physical, spec.size_sigma)
     history = History(ctx, spec, plan, namespace, tables, objects, progress)
     try:
         history.run()

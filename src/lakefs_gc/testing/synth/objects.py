@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import math
 import os
 from dataclasses import dataclass
 
@@ -23,6 +24,11 @@ CONTENT_TYPE = b"application/octet-stream"
 #: identity = SHA-256 over lakeFS's ident encoding of (size, etag, metadata {}, content type)
 _ID_ETAG = b"\x01\x02\x08" + (32).to_bytes(8, "big")
 _ID_TAIL = b"\x04\x02\x08" + (0).to_bytes(8, "big") + b"\x01\x02\x08" + len(CONTENT_TYPE).to_bytes(8, "big")
+
+
+#: the bytes of an object that carry its name (the rest of a larger object is zeros, a sparse file)
+HEAD_BYTES = 32
+_MASK = (1 << 64) - 1
 
 
 _ALPHABET = "0123456789abcdefghijklmnopqrstuv"  # base32hex, lower case as xids print
@@ -58,17 +64,29 @@ class XidMaker:
 
 @dataclass
 class Objects:
-    """Allocates sequence numbers, builds entries, and writes files when ``physical``."""
+    """Allocates sequence numbers, builds entries, and writes files when ``physical``.
+
+    Sizes: ``object_size`` for every object when ``size_sigma`` is 0, else lognormal with median
+    ``object_size`` and ``size_sigma`` (of the log), a function of the seed and the sequence number
+    (so outputs regenerate them): sizes as a data lake's files have them, rarely equal, which is
+    what the mark's identity-twin guard relies on to stay cheap. An object's content is its name
+    (:meth:`content`, at most ``HEAD_BYTES``) followed by zeros, written as a sparse file; its ETag
+    is the MD5 of that head (the whole content's when the object is no larger).
+    """
 
     store: NamespaceStore
     seed: int
     slice_objects: int
     object_size: int
     physical: bool
+    size_sigma: float = 0.0
     next_seq: int = 0
 
     def __post_init__(self) -> None:
         self.machine = hashlib.sha256(f"lakefs-gc synth {self.seed}".encode()).digest()[:3]
+        sizes = hashlib.sha256(f"lakefs-gc synth sizes {self.seed}".encode()).digest()
+        self._size_key = int.from_bytes(sizes[:8], "big")
+        self._head = min(self.object_size, HEAD_BYTES)
         self._xid = XidMaker(self.machine)
         #: each slice's name: the descending xid of its first object's creation time
         self.slices: list[str] = []
@@ -80,7 +98,18 @@ class Objects:
         return f"data/{self.slices[seq // self.slice_objects]}/{self._xid(created, seq)}"
 
     def content(self, address: str) -> bytes:
-        return address.encode()[-self.object_size :].rjust(self.object_size, b".")
+        """The first bytes of the object (all of it when its size is ``object_size`` ≤ ``HEAD_BYTES``)."""
+        return address.encode()[-self._head :].rjust(self._head, b".")
+
+    def size(self, seq: int) -> int:
+        """Object ``seq``'s size (see the class docstring): a normal deviate from the two 32-bit
+        halves of a 64-bit hash (Box-Muller), fine enough that equal sizes are rare."""
+        if not self.size_sigma:
+            return self.object_size
+        h = _mix(self._size_key ^ seq)
+        u1, u2 = ((h >> 32) + 0.5) / 4294967296.0, (h & 0xFFFFFFFF) / 4294967296.0
+        z = math.sqrt(-2.0 * math.log(u1)) * math.cos(2.0 * math.pi * u2)
+        return max(self._head, min(1 << 40, int(self.object_size * math.exp(self.size_sigma * z))))
 
     def create(self, count: int, created: int) -> int:
         """Allocate ``count`` objects created at ``created`` (epoch seconds); their first seq."""
@@ -99,15 +128,16 @@ class Objects:
         ``catalog.Entry`` staging stores), writing the files when ``physical``."""
         out = []
         stamp = b"\x12" + bytes((len(put_uvarint(created)) + 1,)) + b"\x08" + put_uvarint(created)
-        size_field = b"\x18" + put_uvarint(self.object_size) if self.object_size else b""
         tail = b"\x30\x01\x3a" + bytes((len(CONTENT_TYPE),)) + CONTENT_TYPE
-        size_id = b"\x02\x08" + self.object_size.to_bytes(8, "big")
         for seq in range(first, first + count):
             address = self.address(seq, created)
             data = self.content(address)
+            size = self.size(seq)
+            size_field = b"\x18" + put_uvarint(size)
+            size_id = b"\x02\x08" + size.to_bytes(8, "big")
             etag = hashlib.md5(data).hexdigest().encode()
             if self.physical:
-                self._write(address, data, created)
+                self._write(address, data, size, created)
             raw = address.encode()
             proto = b"\x0a" + put_uvarint(len(raw)) + raw + stamp + size_field + b"\x22\x20" + etag + tail
             if graveler:
@@ -120,9 +150,9 @@ class Objects:
     def etag(self, address: str) -> str:
         return hashlib.md5(self.content(address)).hexdigest()
 
-    def _write(self, address: str, data: bytes, created: int) -> None:
+    def _write(self, address: str, data: bytes, size: int, created: int) -> None:
         if not self.store.is_local:
-            self.store.put(address, data)
+            self.store.put(address, data.ljust(size, b"\0"))
             self.written += 1
             return
         directory, name = address.rsplit("/", 1)
@@ -133,6 +163,8 @@ class Objects:
         fd = os.open(name, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=self._dir_fd)
         try:
             os.write(fd, data)
+            if size > len(data):
+                os.ftruncate(fd, size)  # the zeros: a sparse file
             stamp = created * 1_000_000_000
             os.utime(fd, ns=(stamp, stamp))
         finally:
@@ -146,6 +178,14 @@ class Objects:
         if self._dir_fd is not None:
             os.close(self._dir_fd)
             self._dir_fd, self._dir_name = None, ""
+
+
+def _mix(x: int) -> int:
+    """splitmix64's finaliser: 64 well-mixed bits of ``x``."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
 
 
 def _zigzag_len(n: int) -> bytes:

@@ -81,11 +81,13 @@ def write_outputs(
         counts.garbage += group.count if garbage else 0
         end = group.first_seq + group.count
         for start in range(group.first_seq, end, BATCH_ROWS):
-            chunk = [objects.address(s, group.created) for s in range(start, min(end, start + BATCH_ROWS))]
+            seqs = range(start, min(end, start + BATCH_ROWS))
+            chunk = [objects.address(s, group.created) for s in seqs]
+            sizes = pa.array([objects.size(s) for s in seqs], pa.int64())
             if parts is not None:
-                parts.add(chunk, objects.object_size, group.created, group.kind, garbage)
+                parts.add(chunk, sizes, group.created, group.kind, garbage)
             if delivery is not None:
-                delivery.add(chunk, objects, group.created)
+                delivery.add(chunk, sizes, objects, group.created)
     if parts is not None:
         parts.close()
     location = delivery.finish() if delivery is not None else ""
@@ -104,11 +106,11 @@ class _ManifestParts:
         self.buffered = 0
         self.writer: pq.ParquetWriter | None = None
 
-    def add(self, addresses: list[str], size: int, created: int, kind: str, garbage: bool) -> None:
+    def add(self, addresses: list[str], sizes: pa.Array, created: int, kind: str, garbage: bool) -> None:
         n = len(addresses)
         stamp = pa.scalar(created, pa.timestamp("s", tz="UTC"))
         self.buffer.append(pa.record_batch(
-            [pa.array(addresses, pa.string()), pa.repeat(pa.scalar(size, pa.int64()), n),
+            [pa.array(addresses, pa.string()), sizes,
              pa.repeat(stamp, n), pa.repeat(pa.scalar(kind, pa.string()), n),
              pa.repeat(pa.scalar(garbage, pa.bool_()), n)],
             schema=MANIFEST_SCHEMA,
@@ -158,13 +160,13 @@ class _Delivery:
         self.pending: list[pa.RecordBatch] = []
         self.pending_rows = 0
 
-    def add(self, addresses: list[str], objects: Objects, created: int) -> None:
+    def add(self, addresses: list[str], sizes: pa.Array, objects: Objects, created: int) -> None:
         n = len(addresses)
         etags = [objects.etag(a) for a in addresses]
         keys = [self.key_prefix + a for a in addresses]
         self.pending.append(pa.record_batch(
             [pa.repeat(pa.scalar(self.bucket, pa.string()), n), pa.array(keys, pa.string()),
-             pa.repeat(pa.scalar(objects.object_size, pa.int64()), n),
+             sizes,
              pa.repeat(pa.scalar(created * 1000, pa.timestamp("ms", tz="UTC")), n),
              pa.array(etags, pa.string())],
             schema=_INVENTORY_SCHEMA,

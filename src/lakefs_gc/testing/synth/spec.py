@@ -32,7 +32,9 @@ class SynthSpec:
     uncommitted: int = 1_000
     garbage: int = 1_000
     retention_days: int = 7
-    object_size: int = 16
+    #: median bytes per object; sizes are lognormal with ``size_sigma`` (0: all ``object_size``)
+    object_size: int = 256 * 1024
+    size_sigma: float = 2.0
     seed: int = 0
     #: expected entries per range (lakeFS's raggedness); 0: sqrt(objects) in [100, 50,000]
     range_entries: int = 0
@@ -53,6 +55,8 @@ class SynthSpec:
         for name in ("commits", "branches", "days", "object_size", "slice_objects", "range_max_bytes"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"synth: --{name.replace('_', '-')} must be at least 1")
+        if self.size_sigma < 0:
+            raise ConfigError("synth: --size-sigma must not be negative")
         if self.retention_days < 1:
             raise ConfigError("synth: --retention-days must be at least 1")
         if self.garbage and self.days < self.retention_days + 3:

@@ -1,7 +1,8 @@
 """The range cache: metarange and range contents kept by id between a service's marks.
 
 :mod:`.cache` is the driver side (generations, records, planning; its docstring has the layout
-and the guarantees), :mod:`.tasks` the executor side (reading ranges into cache parts, lookups).
+and the guarantees), :mod:`.tasks` the executor side (reading ranges into cache parts, lookups),
+:mod:`.heads` the identity-twin guard's HEAD trees through the cache.
 """
 
 from lakefs_gc.spark.mark.range_cache.cache import (

@@ -13,6 +13,7 @@ Layout, in a directory the service owns (``<state>/range-cache/<repository>/``) 
 
     metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
     ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
+    entries/part-<gen>-b<bucket>-<uuid>.parquet    range_id, path, size    (HEAD ranges only: :mod:`.heads`)
     _gen/<gen:08d>.json                            the generation record: every part in use
 
 A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the
@@ -61,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.range_cache.tasks import (
+    ENTRY_DIR,
     EVICT_FRACTION,
     GEN_DIR,
     META_DIR,
@@ -102,9 +104,11 @@ class Generation:
     buckets: int
     metaranges: tuple[Part, ...] = ()
     ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+    #: paths and sizes of the HEAD trees' ranges, by bucket (:mod:`.heads`); absent before it
+    entries: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
 
     def files(self) -> set[str]:
-        return {p.file for p in self.metaranges} | {p.file for ps in self.ranges.values() for p in ps}
+        return {p.file for p in self.parts()}
 
     def to_json(self) -> str:
         body = {
@@ -117,6 +121,10 @@ class Generation:
                 str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
                 for b, ps in sorted(self.ranges.items())
             },
+            "entries": {
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
+                for b, ps in sorted(self.entries.items())
+            },
         }  # fmt: skip
         return json.dumps(body, indent=1)
 
@@ -127,20 +135,24 @@ class Generation:
             Part(m["file"], int(m["rows"]), ids=tuple(m["ids"]), used=int(m.get("used", number)))
             for m in body["metaranges"]
         )
-        ranges = {
-            int(b): tuple(
-                Part(p["file"], int(p["rows"]), ranges=int(p["ranges"]), used=int(p.get("used", number)))
-                for p in ps
-            )
-            for b, ps in body["ranges"].items()
-        }
+        ranges, entries = (
+            {
+                int(b): tuple(
+                    Part(p["file"], int(p["rows"]), ranges=int(p["ranges"]), used=int(p.get("used", number)))
+                    for p in ps
+                )
+                for b, ps in body.get(level, {}).items()
+            }
+            for level in ("ranges", "entries")
+        )
         return cls(
             number, str(body["repository"]), str(body["storage_namespace"]),
-            int(body["buckets"]), metaranges, ranges,
+            int(body["buckets"]), metaranges, ranges, entries,
         )  # fmt: skip
 
     def parts(self) -> list[Part]:
-        return [*self.metaranges, *(p for ps in self.ranges.values() for p in ps)]
+        levels = (*self.ranges.values(), *self.entries.values())
+        return [*self.metaranges, *(p for ps in levels for p in ps)]
 
     def last_used(self) -> int:
         """The generation of the newest mark that used this cache (0: none)."""
@@ -185,7 +197,7 @@ class RangeCache:
         """The newest generation, after deleting every file it does not list; a part it lists
         that is missing raises. A record of another repository, namespace or format is dropped."""
         if self.directory.is_local:
-            for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+            for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR):
                 (self.directory.local_path / sub).mkdir(parents=True, exist_ok=True)
         number, current = self._latest()
         owner = (repository, storage_namespace)
@@ -245,7 +257,7 @@ class RangeCache:
         return {f: int(i.size or 0) for f, i in zip(files, infos, strict=True)}
 
     def _clean(self, keep: set[str]) -> None:
-        for sub in (META_DIR, RANGE_DIR, GEN_DIR):
+        for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR):
             for name in self.directory.names(sub):
                 if f"{sub}/{name}" not in keep:
                     self.directory.delete(f"{sub}/{name}")
@@ -281,9 +293,7 @@ def committed_frames_cached(
     bucketed = _bucketed(range_ids, current.buckets, parallelism)
     ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
     stats.update(range_stats)
-    generation = Generation(
-        current.number + 1, repository, storage_namespace, current.buckets, metaranges, ranges
-    )
+    generation = replace(current, number=current.number + 1, metaranges=metaranges, ranges=ranges)
     if generation.shape() != current.shape() or _buckets(generation) != _buckets(current):
         cache.commit(generation)
     else:
@@ -365,24 +375,33 @@ def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame
 
 
 def _update_ranges(
-    cache: RangeCache, reader: MetadataReader, current: Generation, bucketed: DataFrame
+    cache: RangeCache,
+    reader: MetadataReader,
+    current: Generation,
+    bucketed: DataFrame,
+    *,
+    entries: bool = False,
 ) -> tuple[dict[int, tuple[Part, ...]], dict[str, int]]:
-    ingest = _RangeIngest(cache.store(), reader, current.number + 1, current.ranges)
+    """Reads the ranges of ``bucketed`` the level (addresses, or ``entries``) lacks; its new parts."""
+    level = current.entries if entries else current.ranges
+    ingest = _RangeIngest(cache.store(), reader, current.number + 1, level, entries)
     statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
     ranges: dict[int, tuple[Part, ...]] = {}
     if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
         raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")
-    used = current.number + 1
+    # the addresses level belongs to the generation being made; the entries level is added to
+    # the newest one (:mod:`.heads` rewrites its record), whose mark is the one that needs them
+    used = current.number if entries else current.number + 1
     for s in statuses:
         needed_in = set(s["used_files"] or ())
-        listed = () if s["replaced"] else current.ranges.get(s["bucket"], ())
+        listed = () if s["replaced"] else level.get(s["bucket"], ())
         parts = [replace(p, used=used) if p.file in needed_in else p for p in listed]
         if s["file"] is not None:
             parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"]), used=used))
         if parts:
             ranges[int(s["bucket"])] = tuple(parts)
     needed, read = sum(int(s["needed"]) for s in statuses), sum(int(s["read"]) for s in statuses)
-    before = sum(p.ranges for ps in current.ranges.values() for p in ps)
+    before = sum(p.ranges for ps in level.values() for p in ps)
     after = sum(p.ranges for ps in ranges.values() for p in ps)
     stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
     return ranges, stats

@@ -4,7 +4,7 @@ A mark leaves in the cache what it needed and, per bucket, up to half of it no l
 (:mod:`.cache`: rewriting a bucket for every unneeded range would cost more than it saves). That
 bounds the cache by the repository's active ranges, which keep growing with the repository. So
 the service's maintenance, before each mark, trims the newest generation to the cap, one part
-(a metarange part or a bucket's part) at a time:
+(a metarange part, or a bucket's part of the addresses or of the HEAD entries) at a time:
 
 1. parts the newest mark did not need (nothing its active metaranges reference), least recently
    needed first;
@@ -52,13 +52,14 @@ def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int
             break
         dropped.add(part.file)
         total -= sizes.get(part.file, 0)
-    ranges = {
-        b: kept
-        for b, ps in generation.ranges.items()
-        if (kept := tuple(p for p in ps if p.file not in dropped))
-    }
+    ranges, entries = (
+        {b: kept for b, ps in level.items() if (kept := tuple(p for p in ps if p.file not in dropped))}
+        for level in (generation.ranges, generation.entries)
+    )
     metaranges = tuple(p for p in generation.metaranges if p.file not in dropped)
-    return replace(generation, number=generation.number + 1, metaranges=metaranges, ranges=ranges)
+    return replace(
+        generation, number=generation.number + 1, metaranges=metaranges, ranges=ranges, entries=entries
+    )
 
 
 def _drop_order(part: Part, last: int) -> tuple[int, int, int, str]:

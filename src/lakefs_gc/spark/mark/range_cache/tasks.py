@@ -24,12 +24,14 @@ from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.writes import open_output
 
-META_DIR, RANGE_DIR, GEN_DIR = "metaranges", "ranges", "_gen"
+META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR = "metaranges", "ranges", "entries", "_gen"
 #: a bucket or the metarange level is rewritten to what a cycle needs past this fraction unneeded
 EVICT_FRACTION = 0.5
 MAX_BUCKET_PARTS = 8
 META_SCHEMA = pa.schema([("metarange_id", pa.string()), ("range_id", pa.string())])
 RANGE_SCHEMA = pa.schema([("range_id", pa.string()), ("address", pa.string())])
+#: the entries of the HEAD trees' ranges, for the identity-twin guard (null path: empty range)
+ENTRY_SCHEMA = pa.schema([("range_id", pa.string()), ("path", pa.string()), ("size", pa.int64())])
 META_STATUS = "file string, rows long, ids array<string>, read long"
 RANGE_STATUS = (
     "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long, "
@@ -109,12 +111,12 @@ class _PartWriter:
         self.file = f"{prefix}-{uuid.uuid4().hex}.parquet"
         self.store, self.schema = store, schema
         self.rows = 0
-        self.pending: list[tuple[str, str | None]] = []
+        self.pending: list[tuple[Any, ...]] = []
         self.writer: pq.ParquetWriter | None = None
         self.out: Any = None  # the output stream (an object store uploads it whole on close)
 
-    def add(self, key: str, value: str | None) -> None:
-        self.pending.append((key, value))
+    def add(self, key: str, *values: Any) -> None:
+        self.pending.append((key, *values))
         if len(self.pending) >= _BATCH:
             self._flush()
 
@@ -133,9 +135,9 @@ class _PartWriter:
 
     def _flush(self) -> None:
         if self.pending:
-            keys, values = zip(*self.pending, strict=True)
+            rows = zip(*self.pending, strict=True)
+            columns = [pa.array(c, f.type) for c, f in zip(rows, self.schema, strict=True)]
             self.pending = []
-            columns = [pa.array(keys, pa.string()), pa.array(values, pa.string())]
             self._write(pa.RecordBatch.from_arrays(columns, schema=self.schema))
 
     def _write(self, batch: pa.RecordBatch) -> None:
@@ -205,30 +207,38 @@ class _MetarangeWriter:
 
 @dataclass(frozen=True)
 class _MetarangeLookup:
-    """The range ids of the needed metaranges, from the parts the record says hold them."""
+    """The range ids of the needed metaranges, from the parts the record says hold them (with
+    their ``metarange`` when ``with_metarange``)."""
 
     store: _Store
     listed: Mapping[str, Part]
+    with_metarange: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for row in _rows(batches):
             wanted, found = set(row["ids"]), set[str]()
             for batch in self.store.scan(self.listed[row["file"]], META_SCHEMA.names, wanted, found):
-                ids = batch.column(1).drop_null()
-                if len(ids):
-                    yield pa.RecordBatch.from_arrays([ids], names=["id"])
+                batch = batch.filter(pc.is_valid(batch.column(1)))
+                if not batch.num_rows:
+                    continue
+                if self.with_metarange:
+                    yield pa.RecordBatch.from_arrays(batch.columns, names=["metarange", "id"])
+                else:
+                    yield pa.RecordBatch.from_arrays([batch.column(1)], names=["id"])
             self.store.require(wanted, found, row["file"])
 
 
 @dataclass(frozen=True)
 class _RangeIngest:
     """Per bucket of the task: reads the ranges the cache does not hold into a new part (with the
-    bucket's needed cached ranges when it is due for a rewrite); one status row per bucket."""
+    bucket's needed cached ranges when it is due for a rewrite); one status row per bucket.
+    ``entries``: the entries level (paths and sizes of HEAD ranges) instead of the addresses."""
 
     store: _Store
     reader: MetadataReader
     gen: int
     listed: Mapping[int, tuple[Part, ...]]
+    entries: bool = False
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         needed = _by_bucket(batches)
@@ -253,20 +263,26 @@ class _RangeIngest:
         keep, new = ids & held, sorted(ids - held)
         unneeded = len(held) - len(keep)
         rewrite = bool(parts) and (unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS)
-        writer = _PartWriter(self.store, f"{RANGE_DIR}/part-{self.gen:08d}-b{bucket:05d}", RANGE_SCHEMA)
+        level, schema = (ENTRY_DIR, ENTRY_SCHEMA) if self.entries else (RANGE_DIR, RANGE_SCHEMA)
+        writer = _PartWriter(self.store, f"{level}/part-{self.gen:08d}-b{bucket:05d}", schema)
         if rewrite:
             copied: set[str] = set()
             for part in parts:
-                for batch in self.store.scan(part, RANGE_SCHEMA.names, keep, copied):
+                for batch in self.store.scan(part, schema.names, keep, copied):
                     writer.add_batch(batch)
             self.store.require(keep, copied, f"bucket {bucket}")
         for range_id in new:
+            rows: Iterable[tuple[Any, ...]] = (
+                self.reader.read_entries(client, fs, range_id)
+                if self.entries
+                else ((a,) for a in self.reader.read_range(client, fs, range_id))
+            )
             empty = True
-            for address in self.reader.read_range(client, fs, range_id):
-                writer.add(range_id, address)
+            for row in rows:
+                writer.add(range_id, *row)
                 empty = False
             if empty:  # an empty range is held too
-                writer.add(range_id, None)
+                writer.add(range_id, *(None,) * (len(schema) - 1))
         written = writer.close()
         status = {
             "bucket": bucket, "needed": len(ids), "read": len(new), "held": len(held), "replaced": rewrite,
@@ -293,3 +309,21 @@ class _RangeLookup:
                     if len(addresses):
                         yield pa.RecordBatch.from_arrays([addresses], names=["address"])
             self.store.require(ids, found, f"bucket {bucket}")
+
+
+@dataclass(frozen=True)
+class _EntryLookup:
+    """``(id, path, size)`` of the needed ranges from the entries level (as :class:`_RangeLookup`)."""
+
+    store: _Store
+    listed: Mapping[int, tuple[Part, ...]]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for bucket, ids in sorted(_by_bucket(batches).items()):
+            found: set[str] = set()
+            for part in self.listed.get(bucket, ()):
+                for batch in self.store.scan(part, ENTRY_SCHEMA.names, ids, found):
+                    batch = batch.filter(pc.is_valid(batch.column(1)))
+                    if batch.num_rows:
+                        yield pa.RecordBatch.from_arrays(batch.columns, names=["id", "path", "size"])
+            self.store.require(ids, found, f"entries bucket {bucket}")

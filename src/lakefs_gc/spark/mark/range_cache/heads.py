@@ -1,0 +1,77 @@
+"""The identity-twin guard's HEAD trees through the range cache (:class:`CachedHeadTrees`).
+
+The guard (:mod:`lakefs_gc.spark.mark.twins`) needs each HEAD range's ``(path, size)`` entries,
+which the address level of the cache does not hold. They are a third level, ``entries/``, laid
+out and kept as the ranges are (buckets by crc32 of the range id, parts listed by the generation
+record, the same rewrite and eviction rules), filled only with the ranges of branch HEAD trees
+and only when a mark has garbage to guard. The HEAD metaranges' range ids come from the
+metarange level, which the mark has just brought up to date (a HEAD tree outside the mark's
+metaranges is read from lakeFS, as without a cache). So a cycle reads from lakeFS only the HEAD
+ranges its new commits brought, and the guard of a cycle with nothing new reads nothing. (A HEAD
+range is read twice the first time: once for the mark's addresses, once for its entries.)
+
+The level is recorded in the generation the mark has just written: its record is written again,
+whole, listing the new entries parts too (parts a killed guard wrote stay unlisted and are
+deleted by the next open, as a killed cycle's).
+
+Fail closed as the rest of the cache: a listed part that is missing or unreadable, or a range the
+record says it holds but does not, raises :class:`~.tasks.RangeCacheError`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+from lakefs_gc.spark.mark.range_cache.cache import RangeCache, _bucketed, _update_ranges
+from lakefs_gc.spark.mark.range_cache.tasks import _EntryLookup, _MetarangeLookup
+from lakefs_gc.spark.mark.references import MetadataReader
+from lakefs_gc.spark.mark.twins import LakeFSHeadTrees
+from lakefs_gc.spark.runtime.failures import on_executor
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+_log = logging.getLogger(__name__)
+
+
+@dataclass
+class CachedHeadTrees:
+    """:class:`lakefs_gc.spark.mark.twins.HeadTrees` from ``cache`` (after the mark updated it)."""
+
+    cache: RangeCache
+    reader: MetadataReader
+    #: what the guard's reads did: ``head_metaranges_cached`` and the entries level's counts
+    stats: dict[str, Any]
+
+    def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
+        generation = self.cache.open(self.reader.repository, self.reader.storage_namespace)
+        where = {m: p.file for p in reversed(generation.metaranges) for m in p.ids}
+        if any(m not in where for m in metaranges):  # a HEAD no active commit has: read them all
+            self.stats["head_metaranges_cached"] = 0
+            return LakeFSHeadTrees(self.reader).tree(spark, metaranges, parallelism=parallelism)
+        self.stats["head_metaranges_cached"] = len(metaranges)
+        by_file: dict[str, list[str]] = defaultdict(list)
+        for m in metaranges:
+            by_file[where[m]].append(m)
+        tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
+        tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
+        lookup = _MetarangeLookup(self.cache.store(), {p.file: p for p in generation.metaranges}, True)
+        return tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
+
+    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+        """Reads the HEAD ranges the entries level lacks into it (a new generation), then looks
+        every one up there."""
+        current = self.cache.open(self.reader.repository, self.reader.storage_namespace)
+        bucketed = _bucketed(range_ids, current.buckets, parallelism).localCheckpoint()
+        entries, counts = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
+        self.stats.update({f"head_{k}": v for k, v in counts.items()})
+        generation = current
+        if dict(entries) != dict(current.entries):  # the newest record again, whole, with them
+            generation = replace(current, entries=entries)
+            self.cache.commit(generation)
+        _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
+        lookup = _EntryLookup(self.cache.store(), generation.entries)
+        return bucketed.mapInArrow(on_executor(lookup), "id string, path string, size long")
