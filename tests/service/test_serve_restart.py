@@ -33,7 +33,6 @@ from __future__ import annotations
 import io
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -73,6 +72,7 @@ from tests.service.histories import (
     staging,
 )
 from tests.support.object_stores import s3_client, s3_options, unique_name
+from tests.support.processes import kill_tree
 from tests.support.servers import MotoServer
 from tests.support.throttling import S3SlowDown, moto_behind
 from tests.testing.sdk import Lakefs
@@ -308,45 +308,6 @@ class Service:
             query.stop()
             pytest.fail(f"{self.world.role}: the last drain did not end")
         assert query.exception() is None, query.exception()
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL ``pid`` and every process under it at once, as a container's OOM kill would.
-
-    The driver's process group (``start_new_session``) holds the Python driver and its JVM, but
-    not the Python workers: ``pyspark.daemon`` moves itself and its workers to a process group
-    of their own. Killed alone, the driver's group leaves a running task to finish its deletes
-    and write its ``swept/`` part. So every group under ``pid`` is stopped first, then killed.
-    """
-    groups = {os.getpgid(pid)}
-    for child in descendants(pid):
-        try:
-            groups.add(os.getpgid(child))
-        except ProcessLookupError:
-            continue
-    for sig in (signal.SIGSTOP, signal.SIGKILL):
-        for group in groups:
-            try:
-                os.killpg(group, sig)
-            except ProcessLookupError:
-                continue
-
-
-def descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (from /proc)."""
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, IndexError, ValueError):
-            continue
-        children.setdefault(ppid, []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 # ---- the bucket -----------------------------------------------------------------------------------

@@ -303,13 +303,17 @@ def sweep_resume_parts(report: ReportDir) -> list[str]:
 
 
 class RetriedTask:
-    """What ``TaskContext.get()`` answers in a sweep task's second attempt (its executor was lost)."""
+    """What ``TaskContext.get()`` answers in a sweep task run again in a stage re-run (its executor
+    was lost with its shuffle output)."""
 
     def partitionId(self) -> int:
         return 0
 
     def attemptNumber(self) -> int:
-        return 1
+        return 0  # a stage re-run counts again from 0
+
+    def taskAttemptId(self) -> int:
+        return 7
 
 
 class Done:

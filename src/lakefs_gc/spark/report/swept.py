@@ -111,18 +111,14 @@ def effective_swept(fs: pafs.FileSystem, paths: list[str]) -> pa.Table:
     )
 
 
-def attempt_tag(tag: str, attempt: int) -> str:
-    """The part-name tag of a sweep task's ``attempt`` (0: the run's tag), so that a retried task
-    overwrites nothing an earlier attempt wrote."""
-    return tag if attempt == 0 else f"{tag}.a{attempt}"
-
-
 def earlier_attempts(fs: pafs.FileSystem, directory: str, partition: int, tag: str) -> list[str]:
     """The parts that earlier attempts of this run's task ``partition`` wrote to ``directory``.
 
     A task whose executor was lost (a worker killed, a container evicted) may have flushed parts
     before it died; Spark runs the task again elsewhere. The new attempt reads them first: their
     addresses have an outcome in this run already, and are neither asked again nor recorded twice.
+    Every task looks (one listing of ``directory``): Python tasks cannot tell a stage re-run
+    (after a lost executor's shuffle output) from a first run, both are attempt 0.
     """
     import pyarrow.fs as pafs
 
@@ -136,6 +132,6 @@ def earlier_attempts(fs: pafs.FileSystem, directory: str, partition: int, tag: s
         match = _PART.match(info.base_name)
         if match is None or int(match["partition"]) != partition:
             continue
-        if match["tag"] == tag or match["tag"].startswith(f"{tag}.a"):
+        if match["tag"] == tag or match["tag"].startswith(f"{tag}."):
             parts.append(info.path)
     return sorted(parts, key=part_order)

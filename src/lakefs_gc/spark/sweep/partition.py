@@ -8,10 +8,10 @@ retries with backoff, an adaptive limit of requests in flight, an optional share
 counts go back to the driver as one row, and to the progress accumulator.
 
 A task whose executor is lost (``kill -9`` of a worker) is run again by Spark, in a new attempt
-whose parts have names of their own. That attempt first reads what earlier attempts of the task
-flushed in this run (:func:`~lakefs_gc.spark.report.swept.earlier_attempts`): those addresses are
-neither asked again nor recorded twice, and their outcomes count as the task's, so ``swept/`` holds
-each address once and the summary counts every part.
+whose parts have names of their own (its task attempt id). Each task first reads what earlier
+attempts of it flushed in this run (:func:`~lakefs_gc.spark.report.swept.earlier_attempts`):
+those addresses are neither asked again nor recorded twice, and their outcomes count as the
+task's, so ``swept/`` holds each address once and the summary counts every part.
 """
 
 from __future__ import annotations
@@ -30,7 +30,6 @@ from lakefs_gc.gc.ports import DeleteResult, DeleterFactory
 from lakefs_gc.spark.report.layout import DRY_RUN, SWEPT, SWEPT_SCHEMA, ReportDir
 from lakefs_gc.spark.report.read import address_chunks
 from lakefs_gc.spark.report.swept import (
-    attempt_tag,
     earlier_attempts,
     read_part,
     swept_part_path,
@@ -93,13 +92,15 @@ class SweepPartition:
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
         fs, base = self.report.filesystem()
+        earlier = earlier_attempts(fs, f"{base}/{self.directory}", partition, self.tag)
+        tag = self.tag
+        if earlier or (context is not None and context.attemptNumber() > 0):
+            tag = f"{self.tag}.t{context.taskAttemptId() if context is not None else 0}"  # overwrites nothing
         recorder = _Recorder(
-            fs, base, partition, attempt_tag(self.tag, attempt), flush=self.flush,
-            directory=self.directory, names=self.names,
-        )  # fmt: skip
-        recorded = recorder.earlier(self.tag) if attempt > 0 else frozenset()
+            fs, base, partition, tag, flush=self.flush, directory=self.directory, names=self.names
+        )
+        recorded = recorder.earlier(earlier)
         throttle = self.throttle()
         deleter = self.deleters(throttle=throttle, not_modified_since=self.cutoff)
         try:
@@ -158,14 +159,13 @@ class _Recorder:
         self._failed: dict[str, list[Any]] = {c: [] for c in SWEPT_SCHEMA.names}
         self._flushed = time.monotonic()
 
-    def earlier(self, tag: str) -> frozenset[str]:
+    def earlier(self, parts: list[str]) -> frozenset[str]:
         """Count the outcomes that earlier attempts of this task wrote (their executor was lost
         after a flush) as this attempt's, and return their addresses: each address of the run gets
         one outcome in ``swept/``, and the task's counts cover every part it leaves behind."""
         outcome_of = {shown: outcome for outcome, shown in self.names.items()}
         recorded: set[str] = set()
-        directory = f"{self.base}/{self.directory}"
-        for path in earlier_attempts(self.fs, directory, self.partition, tag):
+        for path in parts:
             table = read_part(self.fs, path)
             if table is None:  # cut short: its addresses are swept (and recorded) again
                 continue
