@@ -58,8 +58,9 @@ from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig
 from lakefs_gc.spark.ingest.events.table import EventTable, event_records, run_event_stream
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable, ingest_records, ingested_deliveries
+from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
-from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
+from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.server import LakeFSTestServer
 from tests.service.histories import (
@@ -164,7 +165,7 @@ def write_history(world: World, moto: MotoServer) -> None:
 
 
 def service_config(
-    world: World, server: LakeFSTestServer, moto: MotoServer, front: MotoServer, state: Path
+    world: World, server: LakeFSTestServer, moto: MotoServer, front: MotoServer, state: State
 ) -> dict[str, Any]:
     keys = {"access_key_id": moto.access_key_id, "secret_access_key": moto.secret_access_key}
     age = f"{MIN_AGE_S}s"
@@ -176,7 +177,8 @@ def service_config(
         "spark": {"parallelism": 2},
         "repositories": [world.repo],
         "service": {
-            "state": str(state),
+            "state": state.location,
+            **({"checkpoints": str(state.checkpoints)} if state.checkpoints else {}),
             "metrics_host": "127.0.0.1",
             "metrics_port": 0,
             "tick": "1s",
@@ -200,13 +202,35 @@ def service_config(
     }
 
 
+@dataclass(frozen=True)
+class State:
+    """Where a service keeps its state: a local directory (its checkpoints inside, the default
+    layout), or moto S3 (the checkpoints in a directory of the driver)."""
+
+    location: str
+    options: StorageOptions
+    checkpoints: Path | None = None
+
+    @classmethod
+    def on(cls, store: str, role: str, tmp_path: Path, moto: MotoServer, bucket: str) -> State:
+        if store == "local":
+            return cls(str(tmp_path / role / "state"), StorageOptions())
+        return cls(
+            f"s3://{bucket}/state/{role}",
+            StorageOptions(s3=s3_options(moto)),
+            tmp_path / role / "checkpoints",
+        )
+
+
 class Service:
     """``python -m lakefs_gc serve --config`` for one world, as a subprocess in a session of its own."""
 
-    def __init__(self, world: World, config: dict[str, Any], workdir: Path) -> None:
+    def __init__(self, world: World, config: dict[str, Any], workdir: Path, state: State) -> None:
         self.world, self.workdir = world, workdir
         self.settings = config
-        self.state = Path(config["service"]["state"])
+        self.state = StoreDirectory.of(state.location, state.options)
+        #: the driver's checkpoints: beside the state when it is local (the default layout)
+        self.checkpoints = state.checkpoints or self.state.local_path
         self.config = workdir / f"{world.role}.yaml"
         self.config.write_text(yaml.safe_dump(config))
         self.process: subprocess.Popen[bytes] | None = None
@@ -261,24 +285,23 @@ class Service:
     # ---- its state directory
 
     def spooled(self) -> list[str]:
-        return sorted(p.name for p in (self.state / "events" / EVENT_SOURCE / "spool").glob("*.json"))
+        return [n for n in self.state.names(f"events/{EVENT_SOURCE}/spool") if n.endswith(".json")]
 
     def event_table(self) -> EventTable:
-        return EventTable(
-            StorageLocation("local", "", str(self.state / "events" / "table")), StorageOptions()
-        )
+        return EventTable(self.state.sub("events/table").location, self.state.options)
 
     def event_batches(self) -> int:
-        return len(list((self.state / "events" / "table" / "_batches").glob("*.json")))
+        return len([n for n in self.state.names("events/table/_batches") if n.endswith(".json")])
 
     def candidate_table(self) -> CandidateTable:
-        location = StorageLocation("local", "", str(self.state / "inventory" / "table"))
-        return CandidateTable(location, StorageOptions())
+        return CandidateTable(self.state.sub("inventory/table").location, self.state.options)
 
     def batches(self) -> list[dict[str, Any]]:
-        directory = self.state / "cycles" / self.world.repo / "batches"
+        directory = f"cycles/{self.world.repo}/batches"
+        names = [n for n in self.state.names(directory) if n.endswith(".json")]
         return sorted(
-            (json.loads(p.read_text()) for p in directory.glob("*.json")), key=lambda b: b["batch_id"]
+            (json.loads(self.state.read(f"{directory}/{n}") or b"{}") for n in names),
+            key=lambda b: b["batch_id"],
         )
 
     def marks(self) -> list[dict[str, Any]]:
@@ -297,10 +320,10 @@ class Service:
             name=f"lakefs-gc-events-{EVENT_SOURCE}",
             queue=QueueConfig.model_validate(settings["events"][EVENT_SOURCE]),
             routes=(NamespaceRoute.of(self.world.repo, namespace),),
-            spool=str(self.state / "events" / EVENT_SOURCE / "spool"),
+            spool=self.state.sub(f"events/{EVENT_SOURCE}/spool").uri(),
             receive_wait_seconds=0,
         )
-        checkpoint = self.state / "events" / EVENT_SOURCE / "checkpoint"
+        checkpoint = self.checkpoints / "events" / EVENT_SOURCE / "checkpoint"
         query = run_event_stream(
             spark, config, self.event_table(), checkpoint, trigger={"availableNow": True}
         )
@@ -379,12 +402,12 @@ def fated(h: History, *, garbage: bool) -> set[str]:
 
 def stored_events(service: Service) -> list[dict[str, Any]]:
     """Every row of the event table's recorded parts."""
-    base = service.state / "events" / "table"
+    table = service.state.sub("events/table")
     return [
         row
         for record in event_records(service.event_table())
         if record.get("part")
-        for row in pq.read_table(base / record["part"]).to_pylist()
+        for row in pq.read_table(io.BytesIO(table.read(record["part"]) or b"")).to_pylist()
     ]
 
 
@@ -478,7 +501,9 @@ class Killed:
     gone: set[str] = field(default_factory=set)
 
 
+@pytest.mark.parametrize("store", ["local", "s3"])
 def test_killed_service_ends_like_an_uninterrupted_one(
+    store: str,
     tmp_path: Path,
     moto: MotoServer,
     front: tuple[MotoServer, SlowSerialDeletes],
@@ -496,8 +521,9 @@ def test_killed_service_ends_like_an_uninterrupted_one(
     }
     for world in worlds.values():
         write_history(world, moto)
+    states = {role: State.on(store, role, tmp_path, moto, inventory_bucket) for role in worlds}
     services = {
-        role: Service(w, service_config(w, server, moto, front_server, tmp_path / role / "state"), tmp_path)
+        role: Service(w, service_config(w, server, moto, front_server, states[role]), tmp_path, states[role])
         for role, w in worlds.items()
     }
     reference, killed = services["reference"], services["killed"]
@@ -544,7 +570,7 @@ def kill_while_ingesting_and_marking(service: Service, bucket: Bucket, seen: Kil
     service.kill_when(due, "spooled events while marking")
     seen.spooled = service.spooled()
     seen.inventory_recorded = bool(ingest_records(service.candidate_table()))
-    offsets = service.state / "inventory" / "checkpoint" / "offsets"
+    offsets = service.checkpoints / "inventory" / "checkpoint" / "offsets"
     seen.inventory_offsets = sorted(p.name for p in offsets.glob("*")) if offsets.is_dir() else []
     in_flight = service.mark_in_flight()
     assert in_flight is not None and service.event_batches() == 0
