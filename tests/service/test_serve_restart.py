@@ -342,6 +342,7 @@ class Service:
             queue=QueueConfig.model_validate(settings["events"][EVENT_SOURCE]),
             routes=(NamespaceRoute.of(self.world.repo, namespace),),
             spool=self.state.sub(f"events/{EVENT_SOURCE}/spool").uri(),
+            spool_storage=self.state.options,
             receive_wait_seconds=0,
         )
         checkpoint = self.checkpoints / "events" / EVENT_SOURCE / "checkpoint"
