@@ -42,10 +42,21 @@ WORKER_TIMEOUT = "Python worker failed to connect back"
 
 
 def lakefs_gc(argv: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
-           "LAKEFS_GC_TRACEBACK": "1"}  # fmt: skip
     argv = [sys.executable, "-m", "lakefs_gc", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, env=env)
+    return subprocess.run(argv, capture_output=True, text=True, timeout=TIMEOUT_S, cwd=cwd, env=driver_env())
+
+
+def lakefs_gc_process(argv: list[str], cwd: Path) -> subprocess.Popen[str]:
+    """``lakefs-gc`` started, for a test that acts while it runs."""
+    argv = [sys.executable, "-m", "lakefs_gc", *argv]
+    return subprocess.Popen(
+        argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=cwd, env=driver_env()
+    )
+
+
+def driver_env() -> dict[str, str]:
+    return {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+            "LAKEFS_GC_TRACEBACK": "1"}  # fmt: skip
 
 
 def spark_section(cluster: StandaloneCluster) -> dict[str, Any]:

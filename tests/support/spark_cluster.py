@@ -28,6 +28,8 @@ from pathlib import Path
 
 import pyspark
 
+from tests.support.processes import descendants, kill_tree
+
 SPARK_HOME = Path(pyspark.__file__).parent
 SPARK_CLASS = SPARK_HOME / "bin" / "spark-class"
 WORKERS = 2
@@ -59,6 +61,8 @@ class StandaloneCluster:
     master_url: str
     event_logs: Path
     logs: Path
+    base: Path
+    env: dict[str, str]
     processes: list[subprocess.Popen[bytes]] = field(default_factory=list)
 
     @property
@@ -96,6 +100,34 @@ class StandaloneCluster:
     def executors_with_tasks(self) -> dict[str, int]:
         """Per executor id: the tasks it finished, over every application's event log."""
         return executors_with_tasks(self.event_logs)
+
+    def worker_of(self, pid: int) -> int | None:
+        """Which worker ``pid`` runs under (the worker's JVM, its executor, their Python workers)."""
+        for i, worker in enumerate(self.workers):
+            if worker.poll() is None and (pid == worker.pid or pid in descendants(worker.pid)):
+                return i
+        return None
+
+    def kill_worker(self, i: int) -> None:
+        """``kill -9`` of worker ``i`` as of a machine lost: its JVM, its executor, their Python
+        workers, all at once; its namespace (and private ``/tmp``) goes with them."""
+        worker = self.workers[i]
+        kill_tree(worker.pid)
+        worker.wait()
+
+    def restart_worker(self, i: int) -> None:
+        """Worker ``i`` again (after :meth:`kill_worker`), once the master registered it."""
+        assert self.workers[i].poll() is not None, f"worker {i} is running"
+        registered = self._registered()
+        self.processes[1 + i] = _launch_worker(self, i, self.env)
+        self.wait_for_workers(registered + 1)
+
+    def wait_for_workers(self, registrations: int) -> None:
+        logs = [self.logs / "master.log", *(self.logs / f"worker-{i}.log" for i in range(WORKERS))]
+        _wait_for("workers", lambda: self._registered() >= registrations, logs)
+
+    def _registered(self) -> int:
+        return (self.logs / "master.log").read_text(errors="replace").count("Registering worker")
 
     def stop(self) -> None:
         for process in reversed(self.processes):  # workers first
@@ -151,7 +183,7 @@ def start_cluster(base: Path) -> StandaloneCluster:
     }
     port = _free_port()
     master_url = f"spark://127.0.0.1:{port}"
-    cluster = StandaloneCluster(master_url, event_logs, logs)
+    cluster = StandaloneCluster(master_url, event_logs, logs, base, env)
     master_log = logs / "master.log"
     cluster.processes.append(_launch(
         [str(SPARK_CLASS), "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
@@ -162,29 +194,32 @@ def start_cluster(base: Path) -> StandaloneCluster:
         _wait_for("master", lambda: "I have been elected leader" in master_log.read_text(errors="replace"),
                   [master_log])  # fmt: skip
         for i in range(WORKERS):
-            # the worker's whole world of temporary files is a tmpfs only it sees
-            # its work directory (executor logs) is bind-mounted from the host first, for the tests to read
-            work = base / f"work-{i}"
-            work.mkdir()
-            script = (
-                f'mount --bind "{work}" /mnt && mount -t tmpfs -o size=2g tmpfs /tmp && '
-                "mkdir -p /tmp/local && "
-                f'exec "{SPARK_CLASS}" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 '
-                f"--cores 1 --memory 1g --work-dir /mnt --webui-port {_free_port()} {master_url}"
-            )
-            worker_env = {**env, "SPARK_LOCAL_DIRS": "/tmp/local", "SPARK_WORKER_DIR": "/mnt"}
-            cluster.processes.append(
-                _launch(["unshare", "-m", "sh", "-c", script], logs / f"worker-{i}.log", worker_env)
-            )
-        _wait_for(
-            "workers",
-            lambda: master_log.read_text(errors="replace").count("Registering worker") >= WORKERS,
-            [master_log, *(logs / f"worker-{i}.log" for i in range(WORKERS))],
-        )
+            cluster.processes.append(_launch_worker(cluster, i, env))
+        cluster.wait_for_workers(WORKERS)
     except BaseException:
         cluster.stop()
         raise
     return cluster
+
+
+def _launch_worker(cluster: StandaloneCluster, i: int, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """Worker ``i`` in a mount namespace of its own: its whole world of temporary files is a tmpfs
+    only it sees; its work directory (executor logs) is bind-mounted from the host first, for the
+    tests to read."""
+    work = cluster.base / f"work-{i}"
+    work.mkdir(exist_ok=True)
+    script = (
+        f'mount --bind "{work}" /mnt && mount -t tmpfs -o size=2g tmpfs /tmp && '
+        "mkdir -p /tmp/local && "
+        f'exec "{SPARK_CLASS}" org.apache.spark.deploy.worker.Worker --host 127.0.0.1 '
+        f"--cores 1 --memory 1g --work-dir /mnt --webui-port {_free_port()} {cluster.master_url}"
+    )
+    worker_env = {**env, "SPARK_LOCAL_DIRS": "/tmp/local", "SPARK_WORKER_DIR": "/mnt"}
+    with open(cluster.logs / f"worker-{i}.log", "ab") as out:
+        return subprocess.Popen(
+            ["unshare", "-m", "sh", "-c", script], stdout=out, stderr=subprocess.STDOUT,
+            env=worker_env, start_new_session=True,
+        )  # fmt: skip
 
 
 def cluster_fixture(base: Path) -> Iterator[StandaloneCluster]:

@@ -23,7 +23,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +300,66 @@ def test_reading_rule_and_resume_on_local_parts(local_report: ReportDir, spark: 
 def sweep_resume_parts(report: ReportDir) -> list[str]:
     _, base = report.filesystem()
     return sorted(str(p) for p in (Path(base) / SWEPT).iterdir() if not p.name.startswith(("_", ".")))
+
+
+class RetriedTask:
+    """What ``TaskContext.get()`` answers in a sweep task run again in a stage re-run (its executor
+    was lost with its shuffle output)."""
+
+    def partitionId(self) -> int:
+        return 0
+
+    def attemptNumber(self) -> int:
+        return 0  # a stage re-run counts again from 0
+
+    def taskAttemptId(self) -> int:
+        return 7
+
+
+class Done:
+    """The progress accumulator, as a task sees it."""
+
+    value = 0
+
+    def add(self, n: int) -> None:
+        self.value += n
+
+
+def test_a_retried_task_keeps_what_its_lost_attempt_recorded(
+    local_report: ReportDir, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Attempt 0 flushed a part (``a`` deleted) and a failure (``b``) before its executor died; attempt 1
+    asks the store only for the rest and counts the lost attempt's outcomes: each address once."""
+    from pyspark import TaskContext
+
+    from lakefs_gc.gc.params import SweepParams
+    from lakefs_gc.spark.sweep.partition import SweepPartition
+    from lakefs_gc.storage.deleting import StoreDeleters
+
+    tag = swept.run_tag()
+    write(local_report, tag, 0, [("data/g0/a", "deleted", None)], failed=False)
+    write(local_report, tag, 1, [("data/g0/b", "failed", "x")], failed=True)
+    write(local_report, swept.run_tag(datetime(2026, 1, 1, tzinfo=timezone.utc)), 0,
+          [("data/g0/c", "failed", "an earlier run's")], failed=True)  # fmt: skip
+    ns = tmp_path / "ns" / "data" / "g0"
+    ns.mkdir(parents=True)
+    for name in "ac":
+        (ns / name).write_bytes(b"x")  # (a was deleted by attempt 0; left here to show it is not asked)
+    params = SweepParams(
+        repository=REPO, revalidate=False, max_mark_age=timedelta(days=1), max_delete_fraction=1.0,
+        prepare_commits_timeout=timedelta(minutes=1), concurrency=1, max_retries=0,
+    )  # fmt: skip
+    deleters = StoreDeleters(local_report.namespace, local_report.options)
+    body = SweepPartition(local_report, tag, params, deleters, 1, Done())
+    monkeypatch.setattr(TaskContext, "get", classmethod(lambda cls: RetriedTask()))
+
+    [row] = body(iter([pa.RecordBatch.from_pydict({"address": ["data/g0/a", "data/g0/b", "data/g0/c"]})]))
+
+    assert {c: row.column(c)[0].as_py() for c in ("deleted", "missing", "failed")} == {
+        "deleted": 2, "missing": 0, "failed": 1,
+    }  # fmt: skip
+    assert body.done.value == 3
+    assert (ns / "a").exists() and not (ns / "c").exists()
+    this_run = [p for p in sweep_resume_parts(local_report) if tag in p]
+    rows = sorted((r["address"], r["outcome"]) for p in this_run for r in pq.read_table(p).to_pylist())
+    assert rows == [("data/g0/a", "deleted"), ("data/g0/b", "failed"), ("data/g0/c", "deleted")]

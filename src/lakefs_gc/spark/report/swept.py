@@ -109,3 +109,29 @@ def effective_swept(fs: pafs.FileSystem, paths: list[str]) -> pa.Table:
         },
         schema=SWEPT_SCHEMA,
     )
+
+
+def earlier_attempts(fs: pafs.FileSystem, directory: str, partition: int, tag: str) -> list[str]:
+    """The parts that earlier attempts of this run's task ``partition`` wrote to ``directory``.
+
+    A task whose executor was lost (a worker killed, a container evicted) may have flushed parts
+    before it died; Spark runs the task again elsewhere. The new attempt reads them first: their
+    addresses have an outcome in this run already, and are neither asked again nor recorded twice.
+    Every task looks (one listing of ``directory``): Python tasks cannot tell a stage re-run
+    (after a lost executor's shuffle output) from a first run, both are attempt 0.
+    """
+    import pyarrow.fs as pafs
+
+    selector = pafs.FileSelector(directory, allow_not_found=True, recursive=False)
+    try:
+        infos = fs.get_file_info(selector)
+    except OSError as e:
+        raise StorageError(f"cannot list {directory}: {e}") from e
+    parts = []
+    for info in infos:
+        match = _PART.match(info.base_name)
+        if match is None or int(match["partition"]) != partition:
+            continue
+        if match["tag"] == tag or match["tag"].startswith(f"{tag}."):
+            parts.append(info.path)
+    return sorted(parts, key=part_order)

@@ -6,6 +6,12 @@ retries with backoff, an adaptive limit of requests in flight, an optional share
 ``max_deletes_per_second``. Outcomes go to ``swept/`` in small parts, each written whole
 (:mod:`lakefs_gc.spark.report.swept`), so that a kill costs little (:mod:`.resume`); the task's
 counts go back to the driver as one row, and to the progress accumulator.
+
+A task whose executor is lost (``kill -9`` of a worker) is run again by Spark, in a new attempt
+whose parts have names of their own (its task attempt id). Each task first reads what earlier
+attempts of it flushed in this run (:func:`~lakefs_gc.spark.report.swept.earlier_attempts`):
+those addresses are neither asked again nor recorded twice, and their outcomes count as the
+task's, so ``swept/`` holds each address once and the summary counts every part.
 """
 
 from __future__ import annotations
@@ -23,7 +29,12 @@ from lakefs_gc.gc.params import SweepParams
 from lakefs_gc.gc.ports import DeleteResult, DeleterFactory
 from lakefs_gc.spark.report.layout import DRY_RUN, SWEPT, SWEPT_SCHEMA, ReportDir
 from lakefs_gc.spark.report.read import address_chunks
-from lakefs_gc.spark.report.swept import swept_part_path, write_part
+from lakefs_gc.spark.report.swept import (
+    earlier_attempts,
+    read_part,
+    swept_part_path,
+    write_part,
+)
 from lakefs_gc.storage.throttle import RateLimit, Throttle
 
 if TYPE_CHECKING:
@@ -81,18 +92,25 @@ class SweepPartition:
 
         context = TaskContext.get()
         partition = context.partitionId() if context is not None else 0
-        attempt = context.attemptNumber() if context is not None else 0
         fs, base = self.report.filesystem()
-        tag = self.tag if attempt == 0 else f"{self.tag}.a{attempt}"  # a retried task overwrites nothing
+        earlier = earlier_attempts(fs, f"{base}/{self.directory}", partition, self.tag)
+        tag = self.tag
+        if earlier or (context is not None and context.attemptNumber() > 0):
+            tag = f"{self.tag}.t{context.taskAttemptId() if context is not None else 0}"  # overwrites nothing
         recorder = _Recorder(
             fs, base, partition, tag, flush=self.flush, directory=self.directory, names=self.names
         )
+        recorded = recorder.earlier(earlier)
         throttle = self.throttle()
         deleter = self.deleters(throttle=throttle, not_modified_since=self.cutoff)
         try:
             with ThreadPoolExecutor(self.concurrency, thread_name_prefix="sweep") as pool:
                 in_flight: deque[tuple[list[str], Future[Sequence[DeleteResult]]]] = deque()
                 for chunk in address_chunks(batches, deleter.max_batch):
+                    if recorded:  # outcomes an earlier attempt of this task wrote: not again
+                        chunk = [a for a in chunk if a not in recorded]
+                        if not chunk:
+                            continue
                     in_flight.append((chunk, pool.submit(deleter.delete, chunk)))
                     while len(in_flight) > 2 * self.concurrency:
                         recorder.record(*_done(in_flight.popleft()))
@@ -140,6 +158,23 @@ class _Recorder:
         self._confirmed: dict[str, list[Any]] = {c: [] for c in SWEPT_SCHEMA.names}
         self._failed: dict[str, list[Any]] = {c: [] for c in SWEPT_SCHEMA.names}
         self._flushed = time.monotonic()
+
+    def earlier(self, parts: list[str]) -> frozenset[str]:
+        """Count the outcomes that earlier attempts of this task wrote (their executor was lost
+        after a flush) as this attempt's, and return their addresses: each address of the run gets
+        one outcome in ``swept/``, and the task's counts cover every part it leaves behind."""
+        outcome_of = {shown: outcome for outcome, shown in self.names.items()}
+        recorded: set[str] = set()
+        for path in parts:
+            table = read_part(self.fs, path)
+            if table is None:  # cut short: its addresses are swept (and recorded) again
+                continue
+            columns = (table.column(c).to_pylist() for c in ("address", "outcome"))
+            for address, shown in zip(*columns, strict=True):
+                if address not in recorded:
+                    recorded.add(address)
+                    self.counts[outcome_of.get(shown, shown)] += 1
+        return frozenset(recorded)
 
     def record(self, addresses: list[str], outcomes: Sequence[DeleteResult]) -> None:
         if [o.address for o in outcomes] != addresses:
