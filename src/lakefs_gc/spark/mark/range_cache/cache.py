@@ -54,13 +54,14 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
 from lakefs_gc.spark.mark.range_cache.tasks import (
     ENTRY_DIR,
     EVICT_FRACTION,
@@ -89,80 +90,8 @@ if TYPE_CHECKING:
 _log = logging.getLogger(__name__)
 
 
-FORMAT = 1
 DEFAULT_BUCKETS = 256
 MAX_METARANGE_PARTS = 64
-
-
-@dataclass(frozen=True)
-class Generation:
-    """What one record lists; ``number`` 0 with no parts is the empty cache."""
-
-    number: int
-    repository: str
-    storage_namespace: str
-    buckets: int
-    metaranges: tuple[Part, ...] = ()
-    ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
-    #: paths and sizes of the HEAD trees' ranges, by bucket (:mod:`.heads`); absent before it
-    entries: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
-
-    def files(self) -> set[str]:
-        return {p.file for p in self.parts()}
-
-    def to_json(self) -> str:
-        body = {
-            "format": FORMAT, "generation": self.number, "repository": self.repository,
-            "storage_namespace": self.storage_namespace, "buckets": self.buckets,
-            "metaranges": [
-                {"file": p.file, "rows": p.rows, "ids": list(p.ids), "used": p.used} for p in self.metaranges
-            ],
-            "ranges": {
-                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
-                for b, ps in sorted(self.ranges.items())
-            },
-            "entries": {
-                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
-                for b, ps in sorted(self.entries.items())
-            },
-        }  # fmt: skip
-        return json.dumps(body, indent=1)
-
-    @classmethod
-    def from_json(cls, body: dict[str, Any]) -> Generation:
-        number = int(body["generation"])  # a record without "used": every part used by its mark
-        metaranges = tuple(
-            Part(m["file"], int(m["rows"]), ids=tuple(m["ids"]), used=int(m.get("used", number)))
-            for m in body["metaranges"]
-        )
-        ranges, entries = (
-            {
-                int(b): tuple(
-                    Part(p["file"], int(p["rows"]), ranges=int(p["ranges"]), used=int(p.get("used", number)))
-                    for p in ps
-                )
-                for b, ps in body.get(level, {}).items()
-            }
-            for level in ("ranges", "entries")
-        )
-        return cls(
-            number, str(body["repository"]), str(body["storage_namespace"]),
-            int(body["buckets"]), metaranges, ranges, entries,
-        )  # fmt: skip
-
-    def parts(self) -> list[Part]:
-        levels = (*self.ranges.values(), *self.entries.values())
-        return [*self.metaranges, *(p for ps in levels for p in ps)]
-
-    def last_used(self) -> int:
-        """The generation of the newest mark that used this cache (0: none)."""
-        return max((p.used for p in self.parts()), default=0)
-
-    def shape(self) -> tuple[frozenset[str], frozenset[str]]:
-        """Its files, and those the newest mark did not need: two generations of the same shape
-        differ only in numbering, and need no new record."""
-        parts, last = self.parts(), self.last_used()
-        return frozenset(p.file for p in parts), frozenset(p.file for p in parts if p.used < last)
 
 
 class RangeCache:

@@ -22,7 +22,8 @@ import logging
 import re
 from dataclasses import dataclass, replace
 
-from lakefs_gc.spark.mark.range_cache.cache import Generation, RangeCache
+from lakefs_gc.spark.mark.range_cache.cache import RangeCache
+from lakefs_gc.spark.mark.range_cache.generation import Generation
 from lakefs_gc.spark.mark.range_cache.tasks import Part
 
 _log = logging.getLogger(__name__)

@@ -1,0 +1,91 @@
+"""One generation record of the range cache (``_gen/<gen:08d>.json``): every part in use.
+
+The record is the cache's commit point (:mod:`.cache`): parts it does not list are leftovers. Each
+part says the newest generation whose mark needed it (``used``), which the byte cap
+(:mod:`.retention`) orders its drops by.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from lakefs_gc.spark.mark.range_cache.tasks import Part
+
+#: the record format this version writes (a record of another format reads as an empty cache)
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class Generation:
+    """What one record lists; ``number`` 0 with no parts is the empty cache."""
+
+    number: int
+    repository: str
+    storage_namespace: str
+    buckets: int
+    metaranges: tuple[Part, ...] = ()
+    ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+    #: paths and sizes of the HEAD trees' ranges, by bucket (:mod:`.heads`); absent before it
+    entries: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+
+    def files(self) -> set[str]:
+        return {p.file for p in self.parts()}
+
+    def to_json(self) -> str:
+        body = {
+            "format": FORMAT, "generation": self.number, "repository": self.repository,
+            "storage_namespace": self.storage_namespace, "buckets": self.buckets,
+            "metaranges": [
+                {"file": p.file, "rows": p.rows, "ids": list(p.ids), "used": p.used} for p in self.metaranges
+            ],
+            "ranges": {
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
+                for b, ps in sorted(self.ranges.items())
+            },
+            "entries": {
+                str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
+                for b, ps in sorted(self.entries.items())
+            },
+        }  # fmt: skip
+        return json.dumps(body, indent=1)
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any]) -> Generation:
+        number = int(body["generation"])  # a record without "used": every part used by its mark
+        metaranges = tuple(
+            Part(m["file"], int(m["rows"]), ids=tuple(m["ids"]), used=int(m.get("used", number)))
+            for m in body["metaranges"]
+        )
+        ranges, entries = (
+            {
+                int(b): tuple(
+                    Part(p["file"], int(p["rows"]), ranges=int(p["ranges"]), used=int(p.get("used", number)))
+                    for p in ps
+                )
+                for b, ps in body.get(level, {}).items()
+            }
+            for level in ("ranges", "entries")
+        )
+        return cls(
+            number, str(body["repository"]), str(body["storage_namespace"]),
+            int(body["buckets"]), metaranges, ranges, entries,
+        )  # fmt: skip
+
+    def parts(self) -> list[Part]:
+        levels = (*self.ranges.values(), *self.entries.values())
+        return [*self.metaranges, *(p for ps in levels for p in ps)]
+
+    def last_used(self) -> int:
+        """The generation of the newest mark that used this cache (0: none)."""
+        return max((p.used for p in self.parts()), default=0)
+
+    def shape(self) -> tuple[frozenset[str], frozenset[str]]:
+        """Its address files, and those the newest mark did not need: two generations of the same
+        shape differ only in numbering, and need no new record. The HEAD entries level is left out:
+        :mod:`.heads` updates it in the newest record after the mark's own step."""
+        parts = [*self.metaranges, *(p for ps in self.ranges.values() for p in ps)]
+        last = max((p.used for p in parts), default=0)
+        return frozenset(p.file for p in parts), frozenset(p.file for p in parts if p.used < last)
