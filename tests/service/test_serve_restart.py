@@ -320,10 +320,18 @@ class Service:
     def batches(self) -> list[dict[str, Any]]:
         directory = f"cycles/{self.world.repo}/batches"
         names = [n for n in self.state.names(directory) if n.endswith(".json")]
-        return sorted(
-            (json.loads(self.state.read(f"{directory}/{n}") or b"{}") for n in names),
-            key=lambda b: b["batch_id"],
-        )
+        return sorted((self._record(f"{directory}/{n}") for n in names), key=lambda b: b["batch_id"])
+
+    def _record(self, relative: str) -> dict[str, Any]:
+        """A batch record the running service may be rewriting: on S3, pyarrow reads an object's
+        size first and its bytes next, so a record replaced in between reads torn; read it again."""
+        for _ in range(20):
+            try:
+                record: dict[str, Any] = json.loads(self.state.read(relative) or b"{}")
+                return record
+            except json.JSONDecodeError:
+                time.sleep(0.2)
+        raise AssertionError(f"{relative}: no whole record in 20 reads")
 
     def marks(self) -> list[dict[str, Any]]:
         return [m for b in self.batches() for m in b["marks"]]
@@ -537,8 +545,11 @@ def test_killed_service_ends_like_an_uninterrupted_one(
     front_server, hook = front
     inventory_bucket = unique_name(request)
     s3_client(moto).create_bucket(Bucket=inventory_bucket)
+    # the random tail of the name stays: [local] and [s3] share the test's name and the session's
+    # moto server, and lakeFS refuses a storage namespace another repository already used
+    stem, _, tail = unique_name(request).rpartition("-")
     worlds = {
-        role: make_world(lakefs, moto, f"{unique_name(request)[:40]}-{role[0]}", role, inventory_bucket)
+        role: make_world(lakefs, moto, f"{stem[:26].strip('-')}-{tail}-{role[0]}", role, inventory_bucket)
         for role in ("reference", "killed")
     }
     for world in worlds.values():
