@@ -233,7 +233,9 @@ class _MarkRun:
         range_ids, committed = self._committed(metaranges)
         retained = None
         if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
-            extra_ids, retained = self._committed(list(checked.extra_metaranges))
+            # never through the range cache: a second update would delete the parts the first
+            # one's frames (lazily read) still need
+            extra_ids, retained = self._committed(list(checked.extra_metaranges), cached=False)
             range_ids = range_ids.union(extra_ids).distinct()
             metaranges = sorted({*metaranges, *checked.extra_metaranges})
         range_ids = self._persist(range_ids)
@@ -305,10 +307,11 @@ class _MarkRun:
             return classified
         return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
 
-    def _committed(self, metaranges: list[str]) -> tuple[DataFrame, DataFrame]:
-        """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one."""
+    def _committed(self, metaranges: list[str], *, cached: bool = True) -> tuple[DataFrame, DataFrame]:
+        """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one
+        and ``cached`` (at most once per mark: each update cleans what the newest record omits)."""
         refs, repo = self.refs, self.repo
-        if self.range_cache is None:
+        if self.range_cache is None or not cached:
             return committed_frames(
                 self.spark, connection=refs.connection, repository=repo.id,
                 storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
