@@ -120,7 +120,7 @@ def moto_world(workdir: Path, *, grace: str, retention_days: int) -> Iterator[Mo
            "AWS_DEFAULT_REGION": REGION}  # fmt: skip
     moto_log = open(workdir / "moto.log", "w")  # noqa: SIM115
     moto = subprocess.Popen(
-        [sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+        [sys.executable, str(Path(__file__).resolve()), "--serve-moto", str(port)],
         stdout=subprocess.DEVNULL, stderr=moto_log, env=env,
     )  # fmt: skip
     server = None
@@ -147,6 +147,52 @@ def moto_world(workdir: Path, *, grace: str, retention_days: int) -> Iterator[Mo
                     proc.wait(timeout=30)
                 except subprocess.TimeoutExpired:
                     proc.kill()
+
+
+def serve_moto(port: int) -> None:
+    """Child mode: ``moto.server`` with two of its SQS costs made linear, and no access log.
+
+    moto 5's SQS computes every queue attribute (three scans of the queue) for each message a
+    ``ReceiveMessage`` returns (the retention check), and rebuilds the message list for each deleted
+    message: a receive of k messages from a queue of n costs O(k*n). At 50 writes/s the emulator
+    then spends a core on the queue and the load falls to a few writes/s (the first attempt of this
+    soak). The patches keep the behaviour (same retention rule, same deletion) at O(1) and O(index);
+    the approximate counts (every send computes them) come from the in-flight set, not a scan.
+    """
+    import logging
+
+    from moto.server import main as moto_main
+    from moto.sqs import models as sqs
+    from moto.sqs.exceptions import ReceiptHandleIsInvalid
+
+    def retained(self: Any, queue_name: str, message: Any) -> bool:
+        period = int(self.get_queue(queue_name).message_retention_period)
+        return bool(period + message.sent_timestamp / 1000 > time.time())
+
+    def delete_message(self: Any, receipt_handle: str) -> None:
+        if receipt_handle in self.deleted_messages:
+            return
+        for i, message in enumerate(self._messages):
+            if message.had_receipt_handle(receipt_handle):
+                self.pending_messages.discard(message)
+                self.deleted_messages.update(message.all_receipt_handles)
+                del self._messages[i]
+                return
+        raise ReceiptHandleIsInvalid()
+
+    # moto's clock is datetime arithmetic per message and per call: the same milliseconds, cheaply
+    sqs.Message.visible = property(lambda self: time.time() * 1000 > self.visible_at)
+    sqs.Message.delayed = property(lambda self: time.time() * 1000 < self.delayed_until)
+    # counted on every send (for ContentBasedDeduplication): approximate, as SQS's own are
+    sqs.Queue.approximate_number_of_messages_not_visible = property(lambda self: len(self.pending_messages))
+    sqs.Queue.approximate_number_of_messages = property(
+        lambda self: max(len(self._messages) - len(self.pending_messages), 0)
+    )
+    sqs.Queue.approximate_number_of_messages_delayed = property(lambda self: 0)
+    sqs.SQSBackend.is_message_valid_based_on_retention_period = retained
+    sqs.Queue.delete_message = delete_message
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)
+    moto_main(["-H", "127.0.0.1", "-p", str(port)])
 
 
 def _wait_port(port: int) -> None:
@@ -370,3 +416,8 @@ def _addresses(client: Any, ref: str, prefix: str) -> set[str]:
         if not page.pagination.has_more:
             return found
         after = page.pagination.next_offset
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["--serve-moto"]:
+        serve_moto(int(sys.argv[2]))
