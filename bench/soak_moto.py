@@ -323,7 +323,6 @@ def _writer(
     from lakefs_sdk.models.commit_creation import CommitCreation
 
     content = workdir / f"load-{w}"
-    content.write_bytes(b"soak object\n" * 8)
     per_thread, keys = shape.rate / shape.threads, shape.live_keys
     with _sdk(connection) as client:
         objects, branches, commits = ObjectsApi(client), BranchesApi(client), CommitsApi(client)
@@ -334,7 +333,10 @@ def _writer(
         n = 0
         while not stop.is_set():
             n += 1
-            try:
+            try:  # a size per write: identical objects would be kept as identity twins (invariant 6)
+                content.write_bytes(
+                    f"soak {w} {n}\n".encode().ljust(64 + (n * 7919 + w * 104729) % 8192, b".")
+                )
                 objects.upload_object(REPOSITORY, branch, f"soak/{w}/{n % keys}", content=str(content))
                 bump("written")
             except Exception as e:
