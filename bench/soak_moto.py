@@ -333,7 +333,7 @@ def _writer(
         n = 0
         while not stop.is_set():
             n += 1
-            try:  # a size per write: identical objects would be kept as identity twins (invariant 6)
+            try:  # a size per write: identical objects are kept as identity twins (docs/invariants.md, 6)
                 content.write_bytes(
                     f"soak {w} {n}\n".encode().ljust(64 + (n * 7919 + w * 104729) % 8192, b".")
                 )
