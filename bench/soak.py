@@ -1,24 +1,30 @@
 """Soak: ``lakefs-gc serve`` for a long time under steady load; is its memory and state flat?
 
-Numbers, not a test. The service runs as its own process (``python -m lakefs_gc serve``) against
-the embedded demo's world (:mod:`lakefs_gc.testing.serve_demo`): the lakeFS-compatible test
-server, the ``demo`` repository with its story of garbage and survivors, object notifications
-written by the test server to a directory (the service's queue) and an inventory delivery of the
-namespace. On top of the demo's own writer, load threads keep writing objects through the lakeFS
-API (``--rate`` per second), delete some, commit every ``--commit-every`` seconds and replace a
-branch every ``--branch-every`` seconds; a new inventory is delivered every ``--inventory-every``
-seconds. The service marks every minute and compacts every ``--compaction-every``.
+Numbers, not a test. Two worlds:
 
-Every ``--sample-every`` seconds ``/metrics`` is read: driver RSS, JVM heap in use, state bytes
-per table, event table rows, dedupe keys held, ingest lag, mean mark duration, events ingested.
-At the end: the table, the slope of each series after ``--warmup`` (percent per 10 minutes of its
-mean), a PNG of each series over time when matplotlib is installed, and the demo story's check
-(every garbage object of the story collected, every survivor there).
+* ``--world moto`` (default, the issue's shape; :mod:`soak_moto`): the storage namespace in a moto
+  S3 bucket whose notifications moto sends to an SQS queue, which the service drains; moto, the
+  lakeFS test server, the load generator (its own process, ``--threads`` writers at ``--rate``
+  writes/s overwriting a fixed pool of paths, deleting one write in four, committing every
+  ``--commit-every`` s, replacing its branches every ``--branch-every`` s) and the service are four
+  processes. The repository retains ``--retention-days`` (0: commits expire within the run), the
+  test server's grace period and the service's min age are ``--grace``. An S3 Inventory delivery of
+  the namespace every ``--inventory-every`` s. After ``--minutes`` of load the load stops, the
+  service runs two more cycles past the cutoff, and :func:`soak_moto.final_check` checks the bucket:
+  every object an active commit or a branch references is there, every other object older than
+  the load's end is gone.
+* ``--world demo`` (the first runs): the embedded demo's world (:mod:`lakefs_gc.testing.serve_demo`),
+  a local namespace, notifications through the test server's directory queue, load threads in this
+  process; the check is the demo story's.
 
-    python bench/soak.py [--minutes 30] [--rate 50] [--workdir DIR] [--json FILE] [--png FILE]
+The service marks (and sweeps) every minute and compacts every ``--compaction-every``. Every
+``--sample-every`` seconds ``/metrics`` is read: driver RSS, JVM heap in use and after the last
+GC, state bytes per table, event table rows, dedupe keys held, ingest lag, the mean mark and sweep
+time of the interval. At the end: the table, a Markdown summary every 5 minutes, the slope of
+each series after ``--warmup`` (percent per 10 minutes of its mean, load phase only), a PNG of
+each series when matplotlib is installed, and the check.
 
-Deviation from the issue's set-up: the notifications go through the test server's directory
-queue, not moto S3 + SQS (the event path after the queue adapter is the same).
+    python bench/soak.py --minutes 30 --dedupe-horizon 5m --keep-reports 10m --json soak.json
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
+from lakefs_gc.service.maintenance import STATE_TABLES  # noqa: E402
 from lakefs_gc.testing.demo import REPOSITORY  # noqa: E402
 from lakefs_gc.testing.serve_demo import demo_setting, fates  # noqa: E402
 
@@ -71,11 +78,6 @@ def metric(text: str, selector: str) -> float:
             value = float(m.group(3))
             total += 0.0 if value != value else value
     return total
-
-
-def mark_seconds(text: str) -> float:
-    count = metric(text, "lakefs_gc_mark_duration_seconds_count")
-    return metric(text, "lakefs_gc_mark_duration_seconds_sum") / count if count else 0.0
 
 
 class Load:
@@ -161,13 +163,30 @@ def slope(xs: list[float], ys: list[float]) -> float:
 
 
 def main() -> None:
+    args = parse_args()
+    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lakefs-gc-soak-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    if args.world == "moto":
+        run_moto(args, workdir)
+    else:
+        report(*run_demo(args, workdir), args)
+
+
+def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--minutes", type=float, default=30)
+    p.add_argument("--world", choices=("moto", "demo"), default="moto",
+                   help="moto: S3 + SQS on moto, load in its own process (the issue's shape); "
+                   "demo: the embedded demo's world (local namespace, directory queue)")  # fmt: skip
+    p.add_argument("--minutes", type=float, default=30, help="minutes of load after /readyz")
     p.add_argument("--rate", type=float, default=50, help="object writes per second")
+    p.add_argument("--threads", type=int, default=8, help="writer threads (moto: in the load process)")
+    p.add_argument("--live-keys", type=int, default=750, help="moto: paths per writer (the live set)")
     p.add_argument("--commit-every", type=float, default=20)
     p.add_argument("--branch-every", type=float, default=120)
     p.add_argument("--inventory-every", type=float, default=600)
     p.add_argument("--compaction-every", default="5m")
+    p.add_argument("--retention-days", type=int, default=0, help="moto: the repository's default retention")
+    p.add_argument("--grace", default="1m", help="moto: the test server's grace period and the min age")
     p.add_argument("--dedupe-horizon", help="service.dedupe_horizon (default: the service's, 1h)")
     p.add_argument("--keep-reports", help="service.keep_reports (default: the service's, 30d)")
     p.add_argument("--sample-every", type=float, default=30)
@@ -176,62 +195,161 @@ def main() -> None:
     p.add_argument("--workdir", type=Path)
     p.add_argument("--json", type=Path)
     p.add_argument("--png", type=Path, default=Path("soak.png"))
-    args = p.parse_args()
-    workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lakefs-gc-soak-"))
-    samples: list[dict[str, float]] = []
+    return p.parse_args()
+
+
+def tune(config: dict[str, Any], args: argparse.Namespace) -> None:
+    """The options common to both worlds."""
+    config["service"]["compaction_interval"] = args.compaction_every
+    config["service"]["compaction_margin"] = "2m"
+    for key in ("dedupe_horizon", "keep_reports"):  # shorter than the run: their plateau shows
+        if getattr(args, key):
+            config["service"][key] = getattr(args, key)
+    config["service"]["max_messages_per_batch"] = args.batch  # a drain ends at this or an empty queue
+    # a loaded machine starts Python workers slowly (Spark's default wait is 15 s)
+    config.setdefault("spark", {})["conf"] = {"spark.python.authenticate.socketTimeout": "300s"}
+
+
+def start_service(config: dict[str, Any], workdir: Path) -> subprocess.Popen[bytes]:
+    (workdir / "soak.yaml").write_text(yaml.safe_dump(config))
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    log = open(workdir / "serve.log", "w")  # noqa: SIM115
+    return subprocess.Popen(
+        [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(workdir / "soak.yaml")],
+        env=env, stdout=log, stderr=subprocess.STDOUT,
+    )  # fmt: skip
+
+
+def stop_service(serve: subprocess.Popen[bytes]) -> None:
+    serve.send_signal(signal.SIGTERM)
+    try:
+        serve.wait(timeout=180)
+    except subprocess.TimeoutExpired:
+        serve.kill()
+
+
+class Sampler:
+    """Reads ``/metrics`` every ``--sample-every`` s; mark and sweep time are per-interval means."""
+
+    def __init__(self, port: int, serve: subprocess.Popen[bytes], workdir: Path, started: float) -> None:
+        self.port, self.serve, self.workdir, self.started = port, serve, workdir, started
+        self.samples: list[dict[str, Any]] = []
+        self.text = ""
+        self._sums: dict[str, tuple[float, float]] = {}
+        self.last_mark = float("nan")
+
+    def scrape(self) -> str:
+        if self.serve.poll() is not None:
+            raise SystemExit(f"serve exited {self.serve.returncode}: see {self.workdir / 'serve.log'}")
+        url = f"http://127.0.0.1:{self.port}/metrics"
+        self.text = urllib.request.urlopen(url, timeout=10).read().decode()
+        return self.text
+
+    def _interval_mean(self, text: str, name: str) -> float:
+        s, c = metric(text, f"{name}_sum"), metric(text, f"{name}_count")
+        s0, c0 = self._sums.get(name, (0.0, 0.0))
+        self._sums[name] = (s, c)
+        return (s - s0) / (c - c0) if c > c0 else float("nan")
+
+    def sample(self, phase: str, counts: dict[str, int]) -> None:
+        try:
+            text = self.scrape()
+        except OSError:
+            return  # not listening
+        row: dict[str, Any] = {"t_s": round(time.monotonic() - self.started), "phase": phase, **counts}
+        row["mark_s"] = self._interval_mean(text, "lakefs_gc_mark_duration_seconds")
+        row["sweep_s"] = self._interval_mean(text, "lakefs_gc_sweep_duration_seconds")
+        if row["mark_s"] == row["mark_s"]:
+            self.last_mark = row["mark_s"]
+        row["last_mark_s"] = self.last_mark  # the latest interval with a mark, carried forward
+        row |= {k: metric(text, sel) * scale for k, (sel, scale) in SERIES.items()}
+        for table in STATE_TABLES:
+            row[f"st_{table}_mb"] = metric(text, f'lakefs_gc_state_bytes{{table="{table}"}}') / 2**20
+        self.samples.append(row)
+        print(json.dumps(row), flush=True)
+
+
+def run_moto(args: argparse.Namespace, workdir: Path) -> None:
+    """The issue's shape: moto S3 + SQS, the test server and the load each in its own process."""
+    from soak_moto import LoadProcess, LoadShape, final_check, moto_world
+
+    with moto_world(workdir, grace=args.grace, retention_days=args.retention_days) as world:
+        world.deliver_inventory()
+        port = free_port()
+        config = world.service_config(metrics_port=port, min_age=args.grace)
+        tune(config, args)
+        serve = start_service(config, workdir)
+        try:
+            _wait_ready(port, serve, workdir)
+            started = time.monotonic()
+            sampler = Sampler(port, serve, workdir, started)
+            next_inventory = started + args.inventory_every
+            shape = LoadShape(args.rate, args.threads, args.live_keys, args.commit_every, args.branch_every)
+            with LoadProcess(world.connection, shape, workdir) as load:
+                while time.monotonic() - started < args.minutes * 60:
+                    time.sleep(args.sample_every)
+                    if time.monotonic() >= next_inventory:
+                        print("inventory:", world.deliver_inventory(), flush=True)
+                        next_inventory += args.inventory_every
+                    sampler.sample("load", {n: load.count(n) for n in LoadProcess.COUNTERS})
+                counts = {n: load.count(n) for n in LoadProcess.COUNTERS}
+            load_end = time.time()
+            print(f"load stopped: {json.dumps(counts)}", flush=True)
+            cycles_after(sampler, load_end + parse_seconds(args.grace) + 30, counts)
+            verdict = final_check(world, load_end)
+            verdict["load"] = counts
+            verdict["ingested"] = metric(sampler.text, "lakefs_gc_events_ingested_total")
+            verdict["deleted"] = metric(sampler.text, "lakefs_gc_objects_deleted_total")
+            report(sampler.samples, verdict, args)  # before the service's shutdown (up to 2 min)
+        finally:
+            stop_service(serve)
+
+
+def parse_seconds(duration: str) -> float:
+    from lakefs_gc.durations import parse_duration
+
+    return parse_duration(duration).total_seconds()
+
+
+def cycles_after(sampler: Sampler, after: float, counts: dict[str, int]) -> None:
+    """Until two cycles succeeded after ``after`` (unix s): the second one started after it."""
+    deadline, first = time.monotonic() + 900, None
+    while time.monotonic() < deadline:
+        time.sleep(10)
+        sampler.sample("drain", counts)
+        last = metric(sampler.text, "lakefs_gc_last_successful_cycle_timestamp_seconds")
+        if first is None and last > after:
+            first = last
+        elif first is not None and last > first:
+            return
+    print("(no two cycles after the load's end within 15 min: the check may find garbage left)")
+
+
+def run_demo(args: argparse.Namespace, workdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The embedded demo's world (the first runs): local namespace, the test server's directory queue."""
     with demo_setting(workdir) as setting:
         port = free_port()
         config = setting.settings(metrics_port=port, interval="1m", tick="15s")
-        config["service"]["compaction_interval"] = args.compaction_every
-        config["service"]["compaction_margin"] = "2m"
-        for key in ("dedupe_horizon", "keep_reports"):  # shorter than the run: their plateau shows
-            if getattr(args, key):
-                config["service"][key] = getattr(args, key)
-        config["service"]["max_messages_per_batch"] = args.batch  # a drain ends at this or an empty queue
-        # a loaded machine starts Python workers slowly (Spark's default wait is 15 s)
-        config["spark"] = {"conf": {"spark.python.authenticate.socketTimeout": "300s"}}
-        (workdir / "soak.yaml").write_text(yaml.safe_dump(config))
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-        log = open(workdir / "serve.log", "w")  # noqa: SIM115
-        serve = subprocess.Popen(
-            [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(workdir / "soak.yaml")],
-            env=env, stdout=log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
+        tune(config, args)
+        serve = start_service(config, workdir)
         configuration = _sdk_configuration(setting.connection)
-        _wait_ready(port, serve, workdir)
-        started = time.monotonic()
-        next_inventory = started + args.inventory_every
         try:
+            _wait_ready(port, serve, workdir)
+            started = time.monotonic()
+            sampler = Sampler(port, serve, workdir, started)
+            next_inventory = started + args.inventory_every
             with Load(configuration, workdir, args.rate, args.commit_every, args.branch_every) as load:
                 while time.monotonic() - started < args.minutes * 60:
                     time.sleep(args.sample_every)
-                    elapsed = time.monotonic() - started
-                    if serve.poll() is not None:
-                        raise SystemExit(f"serve exited {serve.returncode}: see {workdir / 'serve.log'}")
                     if time.monotonic() >= next_inventory:
                         _deliver_inventory(setting)
                         next_inventory += args.inventory_every
-                    try:
-                        text = (
-                            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
-                            .read()
-                            .decode()
-                        )
-                    except OSError:
-                        continue  # not listening yet
-                    row = {"t_s": round(elapsed), "written": load.written, "mark_s": mark_seconds(text)}
-                    row |= {k: metric(text, sel) * scale for k, (sel, scale) in SERIES.items()}
-                    samples.append(row)
-                    print(json.dumps(row), flush=True)
+                    sampler.sample("load", {"written": load.written, "errors": load.errors})
                 print(f"load: {load.written} writes, {load.errors} errors", flush=True)
         finally:
-            serve.send_signal(signal.SIGTERM)
-            try:
-                serve.wait(timeout=120)
-            except subprocess.TimeoutExpired:
-                serve.kill()
+            stop_service(serve)
         deleted, problems = fates(setting.scenario)
-    report(samples, args, deleted, problems)
+    return sampler.samples, {"story_deleted": deleted, "problems": problems}
 
 
 def _wait_ready(port: int, serve: subprocess.Popen[bytes], workdir: Path) -> None:
@@ -270,23 +388,59 @@ def _deliver_inventory(setting: Any) -> None:
     generate_delivery(namespace, options, parse_location(str(setting.inventory_dir.resolve())))
 
 
-def report(samples: list[dict[str, float]], args: Any, deleted: int, problems: list[str]) -> None:
-    keys = ["t_s", "written", "rss_mb", "heap_mb", "heap_gc_mb", "state_mb", "events_mb", "event_rows",
-            "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
-    print(" ".join(f"{k:>11}" for k in keys))
+TABLES = [f"st_{t}_mb" for t in STATE_TABLES]
+COLUMNS = ["t_s", "written", "rss_mb", "heap_mb", "heap_gc_mb", "state_mb", *TABLES,
+           "event_rows", "dedupe_keys", "lag_s", "mark_s", "sweep_s"]  # fmt: skip
+TRENDS = ["rss_mb", "heap_gc_mb", "heap_mb", "state_mb", *TABLES,
+          "event_rows", "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
+
+
+def finite(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
+    pairs = [(r["t_s"], r[key]) for r in rows if r.get(key) == r.get(key) and key in r]
+    return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def report(samples: list[dict[str, Any]], verdict: dict[str, Any], args: Any) -> None:
+    print(" ".join(f"{k.removeprefix('st_')[:11]:>11}" for k in COLUMNS))
     for row in samples:
-        print(" ".join(f"{row.get(k, 0):>11.1f}" for k in keys))
-    after = [r for r in samples if r["t_s"] >= args.warmup * 60] or samples
-    slopes = {k: slope([r["t_s"] for r in after], [r[k] for r in after]) for k in keys[2:]}
+        print(" ".join(f"{row.get(k, 0):>11.1f}" for k in COLUMNS), row.get("phase", ""))
+    load = [r for r in samples if r.get("phase", "load") == "load"]
+    after = [r for r in load if r["t_s"] >= args.warmup * 60] or load
+    slopes = {k: slope(*finite(after, k)) for k in TRENDS}
     print(
         "slope after warm-up, % of mean per 10 min:", json.dumps({k: round(v, 2) for k, v in slopes.items()})
     )
-    print(f"story: {deleted} garbage objects collected; {len(problems)} survivors missing")
-    for problem in problems:
-        print("  ", problem)
+    means = {k: (sum(ys) / len(ys) if ys else float("nan")) for k in TRENDS for ys in [finite(after, k)[1]]}
+    print("mean after warm-up:", json.dumps({k: round(v, 2) for k, v in means.items()}))
+    if len(load) > 1:
+        span = load[-1]["t_s"] - load[0]["t_s"]
+        rate = (load[-1].get("written", 0) - load[0].get("written", 0)) / span if span else 0
+        print(f"writes/s between the first and last sample: {rate:.1f}")
+    markdown(samples)
+    print("verdict:", json.dumps(verdict, default=str))
     if args.json:
-        args.json.write_text(json.dumps({"samples": samples, "slopes": slopes, "deleted": deleted,
-                                         "problems": problems}, indent=1))  # fmt: skip
+        args.json.write_text(json.dumps({"samples": samples, "slopes": slopes, "verdict": verdict}, indent=1,
+                                        default=str))  # fmt: skip
+    plot(samples, args.png)
+
+
+def markdown(samples: list[dict[str, Any]]) -> None:
+    """Every 5 minutes (and the last sample) as a Markdown table, for bench/README.md."""
+    keys = ["t_s", "written", "rss_mb", "heap_gc_mb", "heap_mb", "state_mb", "st_events_mb",
+            "st_range_cache_mb", "event_rows", "dedupe_keys", "lag_s", "last_mark_s", "phase"]  # fmt: skip
+    print("| " + " | ".join(keys) + " |")
+    print("|" + "---:|" * len(keys))
+    mark = -1
+    for i, row in enumerate(samples):
+        if row["t_s"] // 300 > mark or i == len(samples) - 1:
+            mark = row["t_s"] // 300
+            cells = [str(row.get(k, "")) if k == "phase"
+                     else f"{row.get(k, 0):,.0f}" if k in ("t_s", "written", "event_rows", "dedupe_keys")
+                     else f"{row.get(k, 0):.1f}" for k in keys]  # fmt: skip
+            print("| " + " | ".join(cells) + " |")
+
+
+def plot(samples: list[dict[str, Any]], png: Path) -> None:
     try:
         import matplotlib
 
@@ -295,14 +449,18 @@ def report(samples: list[dict[str, float]], args: Any, deleted: int, problems: l
     except ImportError:
         print("(matplotlib not installed: no PNG)")
         return
-    fig, axes = plt.subplots(len(keys) - 2, 1, figsize=(8, 2 * (len(keys) - 2)), sharex=True)
-    for ax, key in zip(axes, keys[2:], strict=True):
-        ax.plot([r["t_s"] / 60 for r in samples], [r[key] for r in samples])
-        ax.set_ylabel(key)
-    axes[-1].set_xlabel("minutes")
+    keys = ["written", *TRENDS, "sweep_s"]
+    fig, axes = plt.subplots((len(keys) + 1) // 2, 2, figsize=(11, 1.6 * ((len(keys) + 1) // 2)), sharex=True)
+    for ax, key in zip(axes.flat, keys, strict=False):
+        xs, ys = finite(samples, key)
+        ax.plot([x / 60 for x in xs], ys, lw=1)
+        ax.set_ylabel(key.removeprefix("st_"), fontsize=8)
+        ax.tick_params(labelsize=7)
+    for ax in axes[-1]:
+        ax.set_xlabel("minutes")
     fig.tight_layout()
-    fig.savefig(args.png)
-    print(f"plot: {args.png}")
+    fig.savefig(png, dpi=60)
+    print(f"plot: {png}")
 
 
 if __name__ == "__main__":
