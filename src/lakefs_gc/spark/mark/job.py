@@ -233,8 +233,7 @@ class _MarkRun:
         range_ids, committed = self._committed(metaranges)
         retained = None
         if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
-            # never through the range cache: a second update would delete the parts the first
-            # one's frames (lazily read) still need
+            # not cached: a second update would delete parts the first one's lazy frames still read
             extra_ids, retained = self._committed(list(checked.extra_metaranges), cached=False)
             range_ids = range_ids.union(extra_ids).distinct()
             metaranges = sorted({*metaranges, *checked.extra_metaranges})
