@@ -60,6 +60,7 @@ from lakefs_gc.errors import ExitCode
 from lakefs_gc.events.queues import QueueConfig
 from lakefs_gc.inventory.generate import generate_delivery
 from lakefs_gc.inventory.mapping import NamespaceRoute
+from lakefs_gc.service.cycle import INTERRUPTED
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig
 from lakefs_gc.spark.ingest.events.table import EventTable, event_records, run_event_stream
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable, ingest_records, ingested_deliveries
@@ -298,6 +299,19 @@ class Service:
         if self.process is not None and self.process.poll() is None:
             kill_tree(self.process.pid)
             self.process.wait()
+
+    def story(self) -> str:
+        """What each run of this service logged about its cycles, and its batch records: the
+        account a failure of the final checks needs (the runs' logs are gone with the CI machine)."""
+        parts = []
+        for log in self.logs:
+            lines = [
+                line for line in log.read_text(errors="replace").splitlines()
+                if any(w in line for w in ("GC batch", "mark", "sweep", "lease", "query", "Error", "stopp"))
+            ]  # fmt: skip
+            parts.append(f"--- {log.name}\n" + "\n".join(lines[-60:]))
+        parts.append("--- batch records\n" + "\n".join(json.dumps(b) for b in self.batches()))
+        return "\n".join(parts)
 
     def tail(self, lines: int = 80) -> str:
         text = self.logs[-1].read_text(errors="replace") if self.logs else ""
@@ -587,10 +601,15 @@ def test_killed_service_ends_like_an_uninterrupted_one(
         service.drain(spark)
     clock.lap("last drains")
 
-    for role, service in services.items():
-        check_final_state(service, buckets[role])
-    check_same_outcome(worlds["reference"].history, worlds["killed"].history, services)
-    check_kills(killed, bucket, seen, asked_last, worlds["killed"].prefix)
+    try:
+        for role, service in services.items():
+            check_final_state(service, buckets[role])
+        check_same_outcome(worlds["reference"].history, worlds["killed"].history, services)
+        check_kills(killed, bucket, seen, asked_last, worlds["killed"].prefix)
+    except AssertionError:
+        for service in services.values():
+            print(f"===== {service.world.role}\n{service.story()}")
+        raise
 
 
 def kill_while_ingesting_and_marking(service: Service, bucket: Bucket, seen: Killed) -> None:
@@ -661,6 +680,8 @@ def check_final_state(service: Service, bucket: Bucket) -> None:
 
     # every sweep: each marked address once in swept/
     marks = service.marks()
+    if role == "killed":  # the killed mark may have been closed instead of replayed (check_kills)
+        marks = [m for m in marks if m["error"] != INTERRUPTED]
     assert all(m["success"] for m in marks), (role, marks)
     for mark in marks:
         assert mark["sweep"] == "done", (role, mark)
@@ -693,8 +714,13 @@ def check_kills(
     # the killed mark: never summarised; its batch marked again, and that mark was swept
     assert bucket.summary(seen.mark_id) is None
     [batch] = [b for b in service.batches() if b["batch_id"] == seen.mark_batch]
-    [redone] = batch["marks"]
-    assert redone["success"] and redone["mark_id"] != seen.mark_id and redone["sweep"] == "done"
+    [after] = batch["marks"]
+    if after["error"] == INTERRUPTED:
+        # a restart stopped at once (Python-worker timeout) and Spark committed the replay of the
+        # killed mark's batch: a later batch closed the mark and marked (check_final_state)
+        assert (after["success"], after["mark_id"]) == (False, None)
+    else:  # replayed: marked again in the same batch
+        assert after["success"] and after["mark_id"] != seen.mark_id and after["sweep"] == "done"
     assert seen.mark_id not in {m["mark_id"] for m in service.marks()}
 
     # the killed sweep: resumed, without asking S3 for what swept/ had confirmed

@@ -17,7 +17,7 @@ from pyspark.sql import SparkSession
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.gc.guards import SweepRefusedError
 from lakefs_gc.service.app import GcService
-from lakefs_gc.service.cycle import CyclePorts, GcCycle
+from lakefs_gc.service.cycle import INTERRUPTED, CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
@@ -290,6 +290,28 @@ def test_a_replayed_batch_continues_where_it_stopped(tmp_path: Path) -> None:
     c.restart()
     assert c.tick(after=timedelta(0), batch=1) == ["mark", "sweep m3"]  # marked again
     assert [(m.mark_id, m.sweep) for m in c.marks()] == [("m1", "done"), ("m3", "done")]
+
+
+def test_a_killed_mark_whose_batch_is_not_replayed_is_recorded_as_failed(tmp_path: Path) -> None:
+    """Killed during its mark, restarted, and the replay of its batch arrived while stopping:
+    Spark committed that batch, so the mark's batch never comes again. The next batch closes it."""
+    c = Cycle(tmp_path)
+    c.gc.mark_error = KeyboardInterrupt()  # the kill: nothing records an outcome
+    with pytest.raises(KeyboardInterrupt):
+        c.tick()
+    c.gc.mark_error = None
+    c.restart()
+    c.stopping.set()
+    assert c.tick(after=timedelta(0), batch=0) == []  # the replay, while stopping: committed, nothing done
+    c.stopping.clear()
+    c.restart()
+    assert c.tick(after=timedelta(0), batch=1) == []  # retry_delay after the killed mark's start
+    [killed] = c.marks()
+    assert (killed.success, killed.error) == (False, INTERRUPTED)
+    assert c.tick(after=2 * MINUTE, batch=2) == ["mark", "sweep m2"]
+    assert [(m.success, m.sweep) for m in c.marks()] == [(False, None), (True, "done")]
+    assert c.tick(after=MINUTE, batch=3) == []  # nothing is closed twice
+    assert len(c.marks()) == 2
 
 
 def test_nothing_starts_while_stopping(tmp_path: Path) -> None:

@@ -44,6 +44,9 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
+#: the error of a mark whose process was killed and whose batch Spark will not replay
+INTERRUPTED = "interrupted: the service stopped or was killed during this mark"
+
 
 @dataclass(frozen=True)
 class CyclePorts:
@@ -92,6 +95,7 @@ class GcCycle:
                 )
                 return
             self._resume_killed_mark(record)
+            self._close_orphaned_marks(record, now)
             self._sweep_due(record, now)
             self._mark_if_due(record, now)
             if record.marks or record.swept:
@@ -107,6 +111,23 @@ class GcCycle:
             _log.warning("%s: the mark started in GC batch %d was interrupted; marking again",
                          self.repository, record.batch_id)  # fmt: skip
             record.marks.pop()
+
+    def _close_orphaned_marks(self, current: BatchRecord, now: datetime) -> None:
+        """Record as failed a mark started in another batch that has no outcome.
+
+        Its process was killed during it, and its batch will never be replayed: Spark replays only
+        the newest uncommitted batch, and a replay that arrives while the service stops returns at
+        once (above) and is committed by Spark. Left open, it would stay "started" in the records
+        for ever; failed, the next mark waits ``retry_delay`` after its start, as after any failure.
+        No mark of this process can be running here: marks run inside a batch, one batch at a time.
+        """
+        for batch, mark in self.records.marks():
+            if batch is current or mark.success is not None:
+                continue
+            _log.warning("%s: the mark started in GC batch %d was interrupted and its batch is done; "
+                         "recording it as failed", self.repository, batch.batch_id)  # fmt: skip
+            mark.success, mark.ended, mark.error = False, now.isoformat(), INTERRUPTED
+            self.records.save(batch)
 
     def mark_due(self, now: datetime) -> bool:
         last = self.records.last_mark_start()
