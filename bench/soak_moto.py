@@ -150,7 +150,8 @@ def moto_world(workdir: Path, *, grace: str, retention_days: int) -> Iterator[Mo
 
 
 def serve_moto(port: int) -> None:
-    """Child mode: ``moto.server`` with two of its SQS costs made linear, and no access log.
+    """Child mode: ``moto.server`` with two of its SQS costs made linear, one notification per
+    completed multipart upload (as S3), and no access log.
 
     moto 5's SQS computes every queue attribute (three scans of the queue) for each message a
     ``ReceiveMessage`` returns (the retention check), and rebuilds the message list for each deleted
@@ -161,6 +162,7 @@ def serve_moto(port: int) -> None:
     """
     import logging
 
+    from moto.s3 import models as s3_models
     from moto.server import main as moto_main
     from moto.sqs import models as sqs
     from moto.sqs.exceptions import ReceiptHandleIsInvalid
@@ -191,6 +193,26 @@ def serve_moto(port: int) -> None:
     sqs.Queue.approximate_number_of_messages_delayed = property(lambda self: 0)
     sqs.SQSBackend.is_message_valid_based_on_retention_period = retained
     sqs.Queue.delete_message = delete_message
+    # moto 5 completes a multipart upload by an inner put_object that sends its own
+    # ObjectCreated:Put before the ObjectCreated:CompleteMultipartUpload; S3 sends only the latter
+    s3_backend = s3_models.S3Backend
+    complete, put = s3_backend.complete_multipart_upload, s3_backend.put_object
+    completing = threading.local()
+
+    def put_object(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if getattr(completing, "on", False):
+            kwargs["disable_notification"] = True
+        return put(self, *args, **kwargs)
+
+    def complete_multipart_upload(self: Any, *args: Any, **kwargs: Any) -> Any:
+        completing.on = True
+        try:
+            return complete(self, *args, **kwargs)
+        finally:
+            completing.on = False
+
+    s3_backend.put_object = put_object
+    s3_backend.complete_multipart_upload = complete_multipart_upload
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     moto_main(["-H", "127.0.0.1", "-p", str(port)])
 

@@ -223,6 +223,12 @@ def _s3_filesystem(options: S3Options) -> pafs.FileSystem:
         "region": options.region,
         "force_virtual_addressing": not options.force_path_style,
         "anonymous": options.anonymous,
+        # a write smaller than a part (records, spool files, report parts) goes as one PutObject
+        # instead of CreateMultipartUpload + UploadPart + Complete: a third of the requests, and a
+        # process killed mid-write leaves no incomplete upload behind (billed until a lifecycle rule
+        # aborts it). An error such as a missing bucket then surfaces at write or close, inside the
+        # same ``with``, where every writer already names the location.
+        "allow_delayed_open": True,
     }
     if options.endpoint_url:
         parts = urlsplit(options.endpoint_url)
