@@ -19,7 +19,7 @@ from weakref import WeakKeyDictionary
 
 from lakefs_gc.gc.ports import Clock, utc_now
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.commit_graph import LakeFSCommitGraph
+from lakefs_gc.lakefs.commit_graph import CommitCache, LakeFSCommitGraph
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.mark.references import LakeFSRefs
 from lakefs_gc.spark.report.layout import ReportDir
@@ -43,14 +43,17 @@ def lakefs_client(settings: GcSettings, command: str) -> LakeFSClient:
     return LakeFSClient(settings.lakefs, source=command)
 
 
-#: one commit-graph reader (and so one commit cache) per client: a service reads a history once
+#: one commit-graph reader (and so one commit cache) per client: a command reads a history once
 _GRAPHS: WeakKeyDictionary[LakeFSClient, LakeFSCommitGraph] = WeakKeyDictionary()
 
 
-def lakefs_refs(client: LakeFSClient, settings: GcSettings) -> LakeFSRefs:
-    graph = _GRAPHS.get(client)
-    if graph is None:
-        graph = _GRAPHS[client] = LakeFSCommitGraph(client)
+def lakefs_refs(client: LakeFSClient, settings: GcSettings, commits: CommitCache | None = None) -> LakeFSRefs:
+    """lakeFS through ``client``. ``commits``: a commit cache that outlives the client (the
+    service's, one for its life); without it, the client's own."""
+    if commits is not None:
+        graph = LakeFSCommitGraph(client, cache=commits)
+    else:
+        graph = _GRAPHS.setdefault(client, LakeFSCommitGraph(client))
     return LakeFSRefs(client, settings.lakefs, settings.storage, graph)
 
 
@@ -69,12 +72,14 @@ def mark(
     progress: Progress | None = None,
     source: CandidateProvider | None = None,
     range_cache: RangeCache | None = None,
+    commits: CommitCache | None = None,
     clock: Clock = utc_now,
 ) -> MarkResult:
-    """:func:`~lakefs_gc.spark.mark.job.mark_run` of ``repository`` with ``settings``."""
+    """:func:`~lakefs_gc.spark.mark.job.mark_run` of ``repository`` with ``settings``
+    (``commits``: see :func:`lakefs_refs`)."""
     from lakefs_gc.spark.mark.job import mark_run
 
-    refs = lakefs_refs(client, settings)
+    refs = lakefs_refs(client, settings, commits)
     params = settings.mark_params(repository)
     return mark_run(spark, params, refs, source, clock, progress=progress, range_cache=range_cache)
 
@@ -89,10 +94,11 @@ def sweep(
     force: bool = False,
     dry_run: bool = False,
     progress: Progress | None = None,
+    commits: CommitCache | None = None,
     clock: Clock = utc_now,
 ) -> SweepResult:
     """:func:`~lakefs_gc.spark.sweep.job.sweep_run` of mark ``mark_id``: its store's deleters, or
-    (``dry_run``) deleters that delete nothing."""
+    (``dry_run``) deleters that delete nothing (``commits``: see :func:`lakefs_refs`)."""
     from lakefs_gc.spark.sweep.job import sweep_run
 
     report = mark_report(client, settings, repository, mark_id)
@@ -100,7 +106,7 @@ def sweep(
     deleters = (
         DryRunDeleters(report.namespace) if dry_run else StoreDeleters(report.namespace, settings.storage)
     )
-    refs = lakefs_refs(client, settings)
+    refs = lakefs_refs(client, settings, commits)
     return sweep_run(spark, params, report, deleters, clock, refs=refs, progress=progress)
 
 

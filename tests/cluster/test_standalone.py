@@ -72,30 +72,43 @@ def assert_ran_on_both_workers(cluster: StandaloneCluster, since: dict[str, int]
         assert secret not in logs  # settings reach the executors pickled with the tasks, never as conf
 
 
-def test_batch_run_on_the_cluster(
-    spark_cluster: StandaloneCluster, cloud_env: GcEnv, moto: MotoServer, s3_bucket: str, tmp_path: Path
-) -> None:
-    """lakeFS's TestUnifiedGC scenario through ``lakefs-gc run --spark-master spark://…``."""
-    namespace = f"s3://{s3_bucket}/repos/unified"
-    scenario = build_unified_gc(cloud_env.lakefs, "unified", namespace)
-    before = spark_cluster.executors_with_tasks()
+def run_unified_gc_on_the_cluster(
+    cluster: StandaloneCluster, env: GcEnv, namespace: str, storage: dict[str, Any], tmp_path: Path,
+    *secrets: str,
+) -> None:  # fmt: skip
+    """lakeFS's TestUnifiedGC scenario in ``namespace`` through ``lakefs-gc run --spark-master
+    spark://…`` (``storage``: the config's storage section): the survivors hold, the mark's garbage is
+    what was swept, tasks ran on both workers, and neither the lakeFS secret nor ``secrets`` is in the
+    event log."""
+    scenario = build_unified_gc(env.lakefs, "unified", namespace)
+    before = cluster.executors_with_tasks()
     config = tmp_path / "cluster.yaml"
-    s3 = {"access_key_id": moto.access_key_id, "secret_access_key": moto.secret_access_key}
-    config.write_text(yaml.safe_dump({"storage": {"s3": s3}, "spark": spark_section(spark_cluster)}))
-    args = [a if not a.endswith("gc.yaml") else str(config) for a in cloud_env.args()]
+    config.write_text(yaml.safe_dump({"storage": storage, "spark": spark_section(cluster)}))
+    args = [a if not a.endswith("gc.yaml") else str(config) for a in env.args()]
     run = lakefs_gc(
         ["run", "--repo", "unified", "--yes", "--unsafe-min-age", "0s", "--output", "json",
-         "--max-delete-fraction", "1", "--spark-master", spark_cluster.master_url, *args],
+         "--max-delete-fraction", "1", "--spark-master", cluster.master_url, *args],
         tmp_path,
     )  # fmt: skip
-    assert run.returncode == 0, run.stderr[-5000:] + spark_cluster.executor_logs()
+    assert run.returncode == 0, run.stderr[-5000:] + cluster.executor_logs()
     mark, sweep = [json.loads(line) for line in run.stdout.splitlines() if line.startswith("{")]
     garbage = [n for n, survives in EXPECTED_SURVIVORS.items() if not survives]
     assert mark["summary"]["num_deleted_objects"] == len(garbage) == sweep["deleted"]
-    store = cloud_env.store(namespace)
+    store = env.store(namespace)
     assert {n: store.exists(scenario.relative(n)) for n in scenario.address} == EXPECTED_SURVIVORS
-    secret = cloud_env.server.connection_info()["secret_access_key"]
-    assert_ran_on_both_workers(spark_cluster, before, secret, moto.secret_access_key)
+    lakefs_secret = env.server.connection_info()["secret_access_key"]
+    assert_ran_on_both_workers(cluster, before, lakefs_secret, *secrets)
+
+
+def test_batch_run_on_the_cluster(
+    spark_cluster: StandaloneCluster, cloud_env: GcEnv, moto: MotoServer, s3_bucket: str, tmp_path: Path
+) -> None:
+    """The batch GC with the namespace on moto S3."""
+    s3 = {"access_key_id": moto.access_key_id, "secret_access_key": moto.secret_access_key}
+    namespace = f"s3://{s3_bucket}/repos/unified"
+    run_unified_gc_on_the_cluster(
+        spark_cluster, cloud_env, namespace, {"s3": s3}, tmp_path, moto.secret_access_key
+    )
 
 
 def test_serve_on_the_cluster_with_state_on_s3(

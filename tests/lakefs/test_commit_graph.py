@@ -20,7 +20,7 @@ from pydantic import SecretStr
 from lakefs_gc.errors import LakeFSError
 from lakefs_gc.gc import retention
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.commit_graph import LakeFSCommitGraph, retention_now
+from lakefs_gc.lakefs.commit_graph import CommitCache, LakeFSCommitGraph, retention_now
 from lakefs_gc.lakefs.retry import RetryPolicy
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.lakefs.xid import new_descending_xid
@@ -105,6 +105,36 @@ def test_hidden_branches_tags_and_seeds_are_read_and_cached(env: Env, tmp_path: 
     calls = reader.calls
     assert new in reader.commit_graph(repo.name, [repo.dangling]).commits
     assert reader.calls - calls == 4  # and one log page for the new HEAD
+
+
+def test_a_commit_cache_outlives_its_readers(env: Env, tmp_path: Path) -> None:
+    """The service's case: a reader (and a client) per cycle, one cache for the service's life.
+    The second cycle reads no commit again, the third only the new one; another repository's
+    history is apart."""
+    repo = build(env, "graph-cache", tmp_path)
+    cache = CommitCache()
+    info = env.server.connection_info()
+    connection = LakeFSConnection(
+        endpoint=info["endpoint"],
+        access_key_id=info["access_key_id"],
+        secret_access_key=SecretStr(info["secret_access_key"]),
+    )
+    first = LakeFSCommitGraph(env.client, page=2, cache=cache)
+    graph = first.commit_graph(repo.name, [repo.dangling])
+    assert len(cache) == len(graph.commits) and first.calls > 4
+    with LakeFSClient(connection) as client:  # the next cycle's
+        second = LakeFSCommitGraph(client, page=2, cache=cache)
+        assert second.commit_graph(repo.name, [repo.dangling]) == graph
+        assert second.calls == 3  # branches, tags, rules
+    env.lakefs.upload(repo.name, "main", "g", b"g")
+    new = env.lakefs.commit(repo.name, "main", "g", date=NOW).id
+    with LakeFSClient(connection) as client:
+        third = LakeFSCommitGraph(client, page=2, cache=cache)
+        assert new in third.commit_graph(repo.name, [repo.dangling]).commits
+        assert third.calls == 4  # and one log page for the new HEAD
+    other = build(env, "graph-cache-other", tmp_path)  # commit ids may repeat across repositories
+    shared = LakeFSCommitGraph(env.client, cache=cache).commit_graph(other.name, [other.dangling])
+    assert shared == LakeFSCommitGraph(env.client).commit_graph(other.name, [other.dangling])
 
 
 @pytest.mark.parametrize(

@@ -57,6 +57,23 @@ service settings (the `service` section of --config; see the README for a comple
 )
 
 
+#: Spark settings ``serve`` sets unless ``spark.conf`` does. Offset and commit logs kept per query
+#: (Spark's default, stated: the checkpoints stay bounded). And the driver's status store: Spark keeps
+#: the history of finished jobs, stages, tasks, SQL executions and streaming progress for its UI,
+#: up to caps made for one batch application (1,000 executions, 100,000 tasks). A service runs
+#: three queries' micro-batches all day: its heap grows with each of them until those caps, history
+#: for a UI nobody reads (its metrics are Prometheus'). These caps keep the last minutes of it.
+SERVE_SPARK_DEFAULTS: dict[str, str] = {
+    "spark.sql.streaming.minBatchesToRetain": "100",
+    "spark.sql.ui.retainedExecutions": "100",
+    "spark.ui.retainedJobs": "100",
+    "spark.ui.retainedStages": "100",
+    "spark.ui.retainedTasks": "10000",
+    "spark.sql.streaming.ui.retainedQueries": "20",
+    "spark.sql.streaming.ui.retainedProgressUpdates": "100",
+}
+
+
 def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     parser = commands.add_parser(
         "serve",
@@ -138,8 +155,8 @@ def _serve(settings: ServiceSettings, args: argparse.Namespace, *, quiet_spark: 
         lease.release()
         raise
     conf = dict(settings.spark.conf)
-    # offsets and commits logs kept per query (Spark's default, stated: the checkpoints stay bounded)
-    conf.setdefault("spark.sql.streaming.minBatchesToRetain", "100")
+    for key, value in SERVE_SPARK_DEFAULTS.items():
+        conf.setdefault(key, value)
     if quiet_spark:  # the demo: Spark's own warnings would bury the story
         conf.setdefault("spark.log.level", "ERROR")
     spark = build_session(

@@ -6,9 +6,11 @@ tagged commit, and the seeds the caller passes (lakeFS's exported active commits
 dangling commits no ref reaches any more). Commits come in pages of ``logCommits`` from each of
 those, and ``getCommit`` for what a log did not bring.
 
-Commits are immutable, so they are cached by ``(repository, commit id)`` for the life of this
-reader: a service that keeps one reader reads a repository's history once, and each mark after
-that reads only the new commits (a log stops paging as soon as every parent is known).
+Commits are immutable, so they are cached per repository in a :class:`CommitCache`, which outlives
+the reader: the service keeps one for its life and hands it to the reader of every cycle (each with
+its own client), so it reads a repository's history once, and each mark after that reads only the
+new commits (a log stops paging as soon as every parent is known). Without one, a reader caches for
+its own life (a batch command: its mark and its sweep's revalidation).
 
 Fail closed (docs/invariants.md, invariant 4): every API failure raises (a :class:`LakeFSError`
 from :meth:`LakeFSClient.call`), and a graph that cannot be closed under parents raises
@@ -17,8 +19,9 @@ from :meth:`LakeFSClient.call`), and a graph that cannot be closed under parents
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable, Collection, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from functools import partial
 from typing import Any
@@ -52,10 +55,40 @@ from lakefs_gc.lakefs.xid import descending_xid_time
 PAGE = 1000
 
 
+@dataclass
+class RepositoryCommits:
+    """The commits of one repository read so far: id → (commit, metarange id), and the parents of
+    those that are not read yet (empty once the history read is closed under parents)."""
+
+    commits: dict[str, tuple[Commit, str]] = field(default_factory=dict)
+    missing: set[str] = field(default_factory=set)
+
+
+class CommitCache:
+    """Commits read from lakeFS, per repository, for as long as the holder keeps it.
+
+    Never invalidated (a commit id names its content). Its size is the repositories' histories as
+    read (~0.5 KB per commit), not the holder's uptime. Readers of different repositories may run
+    at once (the service's cycles run in threads); one repository is read by one reader at a time.
+    """
+
+    def __init__(self) -> None:
+        self._repositories: dict[str, RepositoryCommits] = {}
+        self._lock = threading.Lock()
+
+    def of(self, repository: str) -> RepositoryCommits:
+        with self._lock:
+            return self._repositories.setdefault(repository, RepositoryCommits())
+
+    def __len__(self) -> int:
+        with self._lock:
+            return sum(len(r.commits) for r in self._repositories.values())
+
+
 class LakeFSCommitGraph:
     """A :class:`~lakefs_gc.gc.ports.CommitGraphReader` on a :class:`LakeFSClient`, with its cache."""
 
-    def __init__(self, client: LakeFSClient, *, page: int = PAGE) -> None:
+    def __init__(self, client: LakeFSClient, *, page: int = PAGE, cache: CommitCache | None = None) -> None:
         self._client = client
         api = client.sdk
         self._branches = BranchesApi(api)
@@ -65,10 +98,7 @@ class LakeFSCommitGraph:
         self._repositories = RepositoriesApi(api)
         self._objects = ObjectsApi(api)
         self._page = page
-        #: (repository, commit id) → (commit, metarange id); immutable, so never invalidated
-        self._cache: dict[tuple[str, str], tuple[Commit, str]] = {}
-        #: parents of cached commits that are not cached yet, per repository
-        self._missing: dict[str, set[str]] = {}
+        self._cache = cache if cache is not None else CommitCache()
         #: API calls made (the tests check that a second read of a history makes few)
         self.calls = 0
 
@@ -76,9 +106,10 @@ class LakeFSCommitGraph:
         branches = dict(self._pages("list branches", repository, self._list_branches))
         tags = dict(self._pages("list tags", repository, self._list_tags))
         rules = self.rules(repository)
+        known = self._cache.of(repository)
         for seed in sorted({*branches.values(), *tags.values(), *seeds}):
-            self._close(repository, seed)
-        cached = self._repository_commits(repository)
+            self._close(repository, known, seed)
+        cached = dict(known.commits)
         return CommitGraph(
             commits={cid: commit for cid, (commit, _) in cached.items()},
             branches=branches,
@@ -129,19 +160,18 @@ class LakeFSCommitGraph:
 
     # ---- the closure under parents -------------------------------------------------------------
 
-    def _close(self, repository: str, seed: str) -> None:
+    def _close(self, repository: str, known: RepositoryCommits, seed: str) -> None:
         """Bring ``seed`` and all its ancestors into the cache: its log, then ``getCommit``."""
-        missing = self._missing.setdefault(repository, set())
-        if (repository, seed) in self._cache and not missing:
+        if seed in known.commits and not known.missing:
             return
-        if (repository, seed) not in self._cache:
+        if seed not in known.commits:
             for page in self._log_pages(repository, seed):
                 for raw in page:
-                    self._add(repository, raw)
-                if (repository, seed) in self._cache and not missing:
+                    _add(known, raw)
+                if seed in known.commits and not known.missing:
                     return  # every parent of every known commit is known: the seed's history is here
-        while missing:
-            commit_id = min(missing)
+        while known.missing:
+            commit_id = min(known.missing)
             raw = self._call(
                 "get commit",
                 repository,
@@ -152,22 +182,9 @@ class LakeFSCommitGraph:
             )
             if raw.id != commit_id:
                 raise CommitGraphError(f"lakeFS get commit {commit_id} answered commit {raw.id}")
-            self._add(repository, raw)
-        if (repository, seed) not in self._cache:
+            _add(known, raw)
+        if seed not in known.commits:
             raise CommitGraphError(f"commit {seed} of repository {repository!r} is not in its own log")
-
-    def _add(self, repository: str, raw: Any) -> None:
-        key = (repository, str(raw.id))
-        if key in self._cache:
-            return
-        commit = to_commit(raw)
-        self._cache[key] = (commit, str(raw.meta_range_id or ""))
-        missing = self._missing.setdefault(repository, set())
-        missing.discard(commit.commit_id)
-        missing.update(p for p in commit.parents if (repository, p) not in self._cache)
-
-    def _repository_commits(self, repository: str) -> dict[str, tuple[Commit, str]]:
-        return {cid: value for (repo, cid), value in self._cache.items() if repo == repository}
 
     # ---- pages ----------------------------------------------------------------------------------
 
@@ -212,6 +229,16 @@ class LakeFSCommitGraph:
     def _call(self, operation: Operation, repository: str, fn: Callable[[], Any], detail: str = "") -> Any:
         self.calls += 1
         return self._client.call(operation, repository, fn, detail=detail)
+
+
+def _add(known: RepositoryCommits, raw: Any) -> None:
+    commit_id = str(raw.id)
+    if commit_id in known.commits:
+        return
+    commit = to_commit(raw)
+    known.commits[commit_id] = (commit, str(raw.meta_range_id or ""))
+    known.missing.discard(commit_id)
+    known.missing.update(p for p in commit.parents if p not in known.commits)
 
 
 def to_commit(raw: Any) -> Commit:

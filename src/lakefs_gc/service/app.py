@@ -29,6 +29,7 @@ from lakefs_gc import jobs
 from lakefs_gc.errors import ConfigError, ExitCode, StateInUseError
 from lakefs_gc.inventory.mapping import NamespaceRoute
 from lakefs_gc.lakefs.client import LakeFSClient
+from lakefs_gc.lakefs.commit_graph import CommitCache
 from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
@@ -90,6 +91,9 @@ class GcService:
         self.state = _State()
         self.stop_requested = threading.Event()
         self.stopping = threading.Event()  # cycles check it before starting work
+        #: commits read from lakeFS, kept across cycles (each cycle has its own client): a mark
+        #: reads only the commits made since the previous one, not every history again
+        self.commits = CommitCache()
         svc = settings.service
         self.status = StatusServer(
             self.metrics, host=svc.metrics_host, port=svc.metrics_port, health=self._health, ready=self._ready
@@ -206,7 +210,7 @@ class GcService:
         name = repo.schedule.name
         records = CycleRecords(self.where.sub(f"cycles/{name}/batches"))
         cache = RangeCache.for_repository(self.where.directory, name)
-        spark, settings = self.spark, self.settings
+        spark, settings, commits = self.spark, self.settings, self.commits
         checkpoint = clear_interrupted_writes(self.where.checkpoint(f"cycles/{name}"))
 
         def mark(repository: str) -> MarkResult:
@@ -216,7 +220,7 @@ class GcService:
                 with jobs.lakefs_client(settings, "mark") as client:
                     return jobs.mark(
                         spark, settings, repository, client=client, source=source, range_cache=cache,
-                        progress=_log.info,
+                        commits=commits, progress=_log.info,
                     )  # fmt: skip
             except RangeCacheError:  # fail closed now; the next attempt rebuilds the cache from lakeFS
                 _log.warning(
@@ -228,7 +232,9 @@ class GcService:
         def sweep(repository: str, mark_id: str) -> SweepResult:
             self._renew_lease()  # never delete on a state another service took over
             with jobs.lakefs_client(settings, "sweep") as client:
-                return jobs.sweep(spark, settings, repository, mark_id, client=client, progress=_log.info)
+                return jobs.sweep(
+                    spark, settings, repository, mark_id, client=client, commits=commits, progress=_log.info
+                )
 
         maintenance = self.maintenance
         ports = CyclePorts(mark, sweep, maintain=lambda: maintenance.run(name, repo.namespace, records))

@@ -7,7 +7,8 @@ idempotent per batch id (docs/formats/spark-data-sources.md, "Idempotent sinks")
 the batch it did not commit after a crash, and the replay reads the record and continues after the last step
 it finished, instead of marking twice or forgetting a sweep. A mark that was started but has no recorded
 outcome was killed; its report has no ``summary.json`` (or ``success=false``), so it can never be swept, and
-the replay marks again.
+the replay marks again. If the replay never comes (Spark committed the batch while the service was
+stopping), the next batch records the mark as failed (:data:`~lakefs_gc.service.cycle.INTERRUPTED`).
 """
 
 from __future__ import annotations

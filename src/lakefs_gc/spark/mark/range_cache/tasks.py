@@ -11,7 +11,7 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -293,37 +293,48 @@ class _RangeIngest:
 
 
 @dataclass(frozen=True)
-class _RangeLookup:
-    """The addresses of the needed ranges, from the parts of their buckets; a needed range the
-    cache does not hold raises (:class:`_RangeIngest` has just put every one there)."""
+class _Lookup:
+    """The rows of the needed ranges, from the parts of their buckets; a needed range the cache does
+    not hold raises (:class:`_RangeIngest` has just put every one there). A level reads its
+    ``columns`` and keeps what :meth:`rows` makes of each batch."""
 
     store: _Store
     listed: Mapping[int, tuple[Part, ...]]
+    columns: ClassVar[list[str]]
+    level: ClassVar[str]
+
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        raise NotImplementedError
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for bucket, ids in sorted(_by_bucket(batches).items()):
             found: set[str] = set()
             for part in self.listed.get(bucket, ()):
-                for batch in self.store.scan(part, RANGE_SCHEMA.names, ids, found):
-                    addresses = batch.column(1).drop_null()
-                    if len(addresses):
-                        yield pa.RecordBatch.from_arrays([addresses], names=["address"])
-            self.store.require(ids, found, f"bucket {bucket}")
+                for batch in self.store.scan(part, self.columns, ids, found):
+                    rows = self.rows(batch)
+                    if rows.num_rows:
+                        yield rows
+            self.store.require(ids, found, f"{self.level} {bucket}")
 
 
 @dataclass(frozen=True)
-class _EntryLookup:
-    """``(id, path, size)`` of the needed ranges from the entries level (as :class:`_RangeLookup`)."""
+class _RangeLookup(_Lookup):
+    """The addresses of the needed ranges."""
 
-    store: _Store
-    listed: Mapping[int, tuple[Part, ...]]
+    columns: ClassVar[list[str]] = RANGE_SCHEMA.names
+    level: ClassVar[str] = "bucket"
 
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for bucket, ids in sorted(_by_bucket(batches).items()):
-            found: set[str] = set()
-            for part in self.listed.get(bucket, ()):
-                for batch in self.store.scan(part, ENTRY_SCHEMA.names, ids, found):
-                    batch = batch.filter(pc.is_valid(batch.column(1)))
-                    if batch.num_rows:
-                        yield pa.RecordBatch.from_arrays(batch.columns, names=["id", "path", "size"])
-            self.store.require(ids, found, f"entries bucket {bucket}")
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays([batch.column(1).drop_null()], names=["address"])
+
+
+@dataclass(frozen=True)
+class _EntryLookup(_Lookup):
+    """``(id, path, size)`` of the needed ranges, from the entries level."""
+
+    columns: ClassVar[list[str]] = ENTRY_SCHEMA.names
+    level: ClassVar[str] = "entries bucket"
+
+    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        batch = batch.filter(pc.is_valid(batch.column(1)))
+        return pa.RecordBatch.from_arrays(batch.columns, names=["id", "path", "size"])
