@@ -23,6 +23,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from soak import slope  # a sibling script (bench/ is on sys.path): the soak's slopes, computed alike
+
 #: "garbage-first heap   total 1048576K, used 123456K [0x..." (G1; other collectors print alike)
 HEAP = re.compile(r"heap\s+total\s+(\d+)K,\s+used\s+(\d+)K")
 
@@ -48,18 +50,6 @@ def sample(jcmd: str, pid: int) -> dict[str, float]:
         raise SystemExit(f"cannot read the heap from jcmd GC.heap_info:\n{info}")
     total_k, used_k = (int(g) for g in match.groups())
     return {"live_heap_mb": used_k / 1024, "heap_committed_mb": total_k / 1024, "gc_run_s": gc_s}
-
-
-def slope_percent_per_10min(points: list[tuple[float, float]]) -> float:
-    """Least-squares slope, in percent of the mean per 10 minutes."""
-    n = len(points)
-    mean_t = sum(t for t, _ in points) / n
-    mean_v = sum(v for _, v in points) / n
-    var = sum((t - mean_t) ** 2 for t, _ in points)
-    if n < 2 or var == 0 or mean_v == 0:
-        return float("nan")
-    slope = sum((t - mean_t) * (v - mean_v) for t, v in points) / var
-    return 100 * slope * 600 / mean_v
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -88,12 +78,12 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(max(0.0, args.every - (time.monotonic() - start - t)))
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1))
-    after = [(r["t_s"], r["live_heap_mb"]) for r in rows if r["t_s"] >= args.warmup * 60]
-    if len(after) >= 2:
-        values = [v for _, v in after]
+    after = [r for r in rows if r["t_s"] >= args.warmup * 60]
+    if after:
+        times, values = [r["t_s"] for r in after], [r["live_heap_mb"] for r in after]
         print(
             f"live heap after minute {args.warmup:.0f}: {min(values):.1f}-{max(values):.1f} MiB, "
-            f"slope {slope_percent_per_10min(after):+.2f}% per 10 minutes ({len(after)} samples)"
+            f"slope {slope(times, values):+.2f}% per 10 minutes ({len(after)} samples)"
         )
     return 0
 

@@ -50,10 +50,9 @@ _GRAPHS: WeakKeyDictionary[LakeFSClient, LakeFSCommitGraph] = WeakKeyDictionary(
 def lakefs_refs(client: LakeFSClient, settings: GcSettings, commits: CommitCache | None = None) -> LakeFSRefs:
     """lakeFS through ``client``. ``commits``: a commit cache that outlives the client (the
     service's, one for its life); without it, the client's own."""
-    if commits is not None:
-        graph = LakeFSCommitGraph(client, cache=commits)
-    else:
-        graph = _GRAPHS.setdefault(client, LakeFSCommitGraph(client))
+    graph = LakeFSCommitGraph(client, cache=commits) if commits is not None else _GRAPHS.get(client)
+    if graph is None:
+        graph = _GRAPHS[client] = LakeFSCommitGraph(client)
     return LakeFSRefs(client, settings.lakefs, settings.storage, graph)
 
 

@@ -109,12 +109,11 @@ class LakeFSCommitGraph:
         known = self._cache.of(repository)
         for seed in sorted({*branches.values(), *tags.values(), *seeds}):
             self._close(repository, known, seed)
-        cached = dict(known.commits)
         return CommitGraph(
-            commits={cid: commit for cid, (commit, _) in cached.items()},
+            commits={cid: commit for cid, (commit, _) in known.commits.items()},
             branches=branches,
             rules=rules,
-            metaranges={cid: metarange for cid, (_, metarange) in cached.items()},
+            metaranges={cid: metarange for cid, (_, metarange) in known.commits.items()},
         )
 
     def rules(self, repository: str) -> RetentionRules:

@@ -94,8 +94,7 @@ class GcCycle:
                     "%s: GC batch %d was completed before; skipping its replay", self.repository, batch_id
                 )
                 return
-            self._resume_killed_mark(record)
-            self._close_orphaned_marks(record, now)
+            self._settle_killed_marks(record, now)
             self._sweep_due(record, now)
             self._mark_if_due(record, now)
             if record.marks or record.swept:
@@ -106,23 +105,23 @@ class GcCycle:
 
     # ---- marking --------------------------------------------------------------------------------
 
-    def _resume_killed_mark(self, record: BatchRecord) -> None:
-        if record.marks and record.marks[-1].success is None:
-            _log.warning("%s: the mark started in GC batch %d was interrupted; marking again",
-                         self.repository, record.batch_id)  # fmt: skip
-            record.marks.pop()
+    def _settle_killed_marks(self, current: BatchRecord, now: datetime) -> None:
+        """A started mark with no outcome was killed: no mark of this process can be running here
+        (marks run inside a batch, one batch at a time).
 
-    def _close_orphaned_marks(self, current: BatchRecord, now: datetime) -> None:
-        """Record as failed a mark started in another batch that has no outcome.
-
-        Its process was killed during it, and its batch will never be replayed: Spark replays only
+        In ``current``, the batch Spark replays, it is dropped and this batch marks again. In any
+        other batch it is recorded as failed: that batch will never be replayed (Spark replays only
         the newest uncommitted batch, and a replay that arrives while the service stops returns at
-        once (above) and is committed by Spark. Left open, it would stay "started" in the records
-        for ever; failed, the next mark waits ``retry_delay`` after its start, as after any failure.
-        No mark of this process can be running here: marks run inside a batch, one batch at a time.
+        once, above, and is committed). Left open it would stay "started" for ever; failed, the next
+        mark waits ``retry_delay`` after its start, as after any failure.
         """
         for batch, mark in self.records.marks():
-            if batch is current or mark.success is not None:
+            if mark.success is not None:
+                continue
+            if batch is current:
+                _log.warning("%s: the mark started in GC batch %d was interrupted; marking again",
+                             self.repository, batch.batch_id)  # fmt: skip
+                batch.marks.remove(mark)
                 continue
             _log.warning("%s: the mark started in GC batch %d was interrupted and its batch is done; "
                          "recording it as failed", self.repository, batch.batch_id)  # fmt: skip
