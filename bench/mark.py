@@ -479,7 +479,10 @@ def write_s3_mark(s3: Any, namespace_key: str, mark_id: str, addresses: list[str
         pq.write_table(pa.table({"address": addresses[i::parts]}), buf, compression="snappy")
         s3.put_object(Bucket=BUCKET, Key=f"{base}/deleted/part-{i:05d}-bench-c000.snappy.parquet",
                       Body=buf.getvalue())  # fmt: skip
-    summary = {"run_id": mark_id, "success": True, "first_slice": "", "num_deleted_objects": len(addresses)}
+    # listed: as if the namespace held 20x its garbage (the bottom line: 1M of 20M), so the sweep's
+    # --max-delete-fraction guard passes as it would there
+    summary = {"run_id": mark_id, "success": True, "first_slice": "", "num_deleted_objects": len(addresses),
+               "num_listed_objects": 20 * len(addresses)}  # fmt: skip
     s3.put_object(Bucket=BUCKET, Key=f"{base}/summary.json", Body=json.dumps(summary).encode())
 
 

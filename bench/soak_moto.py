@@ -150,8 +150,8 @@ def moto_world(workdir: Path, *, grace: str, retention_days: int) -> Iterator[Mo
 
 
 def serve_moto(port: int) -> None:
-    """Child mode: ``moto.server`` with two of its SQS costs made linear, one notification per
-    completed multipart upload (as S3), and no access log.
+    """Child mode: ``moto.server`` with two of its SQS costs made linear, its SQS calls atomic,
+    one notification per completed multipart upload (as S3), and no access log.
 
     moto 5's SQS computes every queue attribute (three scans of the queue) for each message a
     ``ReceiveMessage`` returns (the retention check), and rebuilds the message list for each deleted
@@ -193,6 +193,11 @@ def serve_moto(port: int) -> None:
     sqs.Queue.approximate_number_of_messages_delayed = property(lambda self: 0)
     sqs.SQSBackend.is_message_valid_based_on_retention_period = retained
     sqs.Queue.delete_message = delete_message
+    # concurrent receives and deletes (the queue adapter's ``concurrency``) need SQS's atomicity
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: tests/support
+    from tests.support.servers import serialize_moto_sqs
+
+    serialize_moto_sqs()
     # moto 5 completes a multipart upload by an inner put_object that sends its own
     # ObjectCreated:Put before the ObjectCreated:CompleteMultipartUpload; S3 sends only the latter
     s3_backend = s3_models.S3Backend

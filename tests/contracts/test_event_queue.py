@@ -26,12 +26,17 @@ from tests.support.servers import AzuriteServer, MotoServer
 
 #: seconds a received message stays hidden in these tests
 VISIBILITY = 1
+#: a busy queue: several receive and delete requests' worth of messages
+MANY = 120
+BUSY_VISIBILITY = 120
 
 
 @dataclass
 class Backend:
     queue: EventQueue
     send: Callable[[str], None]
+    #: messages the queue holds, hidden or not (where the service can count them)
+    held: Callable[[], int] | None = None
 
 
 def cloud_event(n: int) -> str:
@@ -47,7 +52,7 @@ def cloud_event(n: int) -> str:
     return json.dumps(doc)
 
 
-def sqs_backend(moto: MotoServer, name: str) -> Backend:
+def sqs_backend(moto: MotoServer, name: str, visibility: int = VISIBILITY) -> Backend:
     import boto3
 
     client = boto3.client(
@@ -65,12 +70,18 @@ def sqs_backend(moto: MotoServer, name: str) -> Backend:
         region=moto.region,
         access_key_id=moto.access_key_id,
         secret_access_key=SecretStr(moto.secret_access_key),
-        visibility_timeout_seconds=VISIBILITY,
+        visibility_timeout_seconds=visibility,
     )
-    return Backend(open_queue(config), lambda body: client.send_message(QueueUrl=url, MessageBody=body))
+
+    def held() -> int:
+        names = ["ApproximateNumberOfMessages", "ApproximateNumberOfMessagesNotVisible"]
+        counts = client.get_queue_attributes(QueueUrl=url, AttributeNames=names)["Attributes"]
+        return sum(int(counts[n]) for n in names)
+
+    return Backend(open_queue(config), lambda body: client.send_message(QueueUrl=url, MessageBody=body), held)
 
 
-def azure_backend(azurite: AzuriteServer, name: str) -> Backend:
+def azure_backend(azurite: AzuriteServer, name: str, visibility: int = VISIBILITY) -> Backend:
     from azure.storage.queue import QueueClient
 
     client = QueueClient.from_connection_string(azurite.connection_string, name)
@@ -79,9 +90,13 @@ def azure_backend(azurite: AzuriteServer, name: str) -> Backend:
         type="azure-queue",
         connection_string=SecretStr(azurite.connection_string),
         queue_name=name,
-        visibility_timeout_seconds=VISIBILITY,
+        visibility_timeout_seconds=visibility,
     )
-    return Backend(open_queue(config), lambda body: client.send_message(body))
+
+    def held() -> int:
+        return int(client.get_queue_properties().approximate_message_count)  # hidden ones included
+
+    return Backend(open_queue(config), lambda body: client.send_message(body), held)
 
 
 def eventgrid_backend(ns: FakeEventGridNamespace, name: str) -> Backend:
@@ -204,6 +219,31 @@ class TestDirectoryQueue(EventQueueContract):
         made = directory_backend(tmp_path / "queue")
         yield made
         made.queue.close()
+
+
+@pytest.mark.parametrize("kind", ["sqs", "azure-queue"])
+def test_a_busy_queue_hands_each_message_out_once(
+    kind: str, request: pytest.FixtureRequest, tmp_path: Path
+) -> None:
+    """SQS and Storage Queue adapters receive and delete ``concurrency`` requests at once: every
+    message of a busy queue comes exactly once, and acknowledging them all deletes them all.
+    (A visibility timeout longer than the test, so a slow emulator cannot redeliver.)"""
+    name = unique_name(request)
+    if kind == "sqs":
+        backend = sqs_backend(request.getfixturevalue("moto"), name, visibility=BUSY_VISIBILITY)
+    else:
+        backend = azure_backend(request.getfixturevalue("azurite"), name, visibility=BUSY_VISIBILITY)
+    try:
+        for n in range(MANY):
+            backend.send(cloud_event(n))
+        got = receive_all(backend.queue, MANY, timeout=60)
+        assert sorted(json.loads(m.body)["data"]["n"] for m in got) == list(range(MANY))  # once each
+        assert backend.queue.receive(MANY, 0) == []
+        assert backend.held is not None and backend.held() == MANY
+        assert backend.queue.acknowledge([m.receipt for m in got]) == []
+        assert backend.held() == 0  # no delete lost
+    finally:
+        backend.queue.close()
 
 
 def test_wait_returns_when_a_message_arrives_on_an_idle_directory(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -81,12 +81,64 @@ class AzuriteServer:
         )
 
 
+#: moto's SQS state is shared by the server's request threads; this lock makes each call atomic
+_MOTO_SQS = threading.Condition(threading.RLock())
+#: the SQS backend calls that read or change a queue's messages
+_MOTO_SQS_CALLS = (
+    "send_message",
+    "send_message_batch",
+    "receive_message",
+    "delete_message",
+    "delete_message_batch",
+    "change_message_visibility",
+    "change_message_visibility_batch",
+    "purge_queue",
+)
+
+
+def serialize_moto_sqs() -> None:
+    """Make moto's SQS hand each message to one receive at a time, as SQS does.
+
+    moto serves requests on threads but its queues have no lock: two concurrent ``ReceiveMessage``
+    calls can both take a message, and a ``DeleteMessage`` racing a receive can be lost. Our queue
+    adapters receive and delete several requests at once (``concurrency``), which real SQS is built
+    for, so the emulator gets one lock around every message operation. A long poll waits on the
+    lock's condition, releasing it, so sends are not held up. Idempotent; moto's backends are
+    per process, so this covers every moto server of the process.
+    """
+    from moto.sqs import models
+
+    if getattr(models.SQSBackend, "_lakefs_gc_serialized", False):
+        return
+
+    def locked(method: Callable[..., Any]) -> Callable[..., Any]:
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with _MOTO_SQS:
+                try:
+                    return method(*args, **kwargs)
+                finally:
+                    _MOTO_SQS.notify_all()  # wakes long polls (see wait_for_messages)
+
+        return call
+
+    for name in _MOTO_SQS_CALLS:
+        setattr(models.SQSBackend, name, locked(getattr(models.SQSBackend, name)))
+
+    def wait_for_messages(self: Any, timeout: int) -> None:
+        with _MOTO_SQS:
+            _MOTO_SQS.wait_for(lambda: self.messages, timeout=timeout)
+
+    models.Queue.wait_for_messages = wait_for_messages  # type: ignore[method-assign]
+    setattr(models.SQSBackend, "_lakefs_gc_serialized", True)  # noqa: B010  (moto's class)
+
+
 @contextmanager
 def moto_server() -> Iterator[MotoServer]:
     """A moto server (all AWS services, S3 and SQS among them) in a thread of this process.
 
     moto keeps its state in process-wide backends, so two servers in one process share buckets:
-    callers isolate by unique bucket/queue names, not by server.
+    callers isolate by unique bucket/queue names, not by server. Its SQS is made atomic per call
+    (:func:`serialize_moto_sqs`).
     """
     try:
         from moto.server import ThreadedMotoServer
@@ -96,6 +148,7 @@ def moto_server() -> Iterator[MotoServer]:
     access_log = logging.getLogger("werkzeug")
     level = access_log.level
     access_log.setLevel(logging.WARNING)
+    serialize_moto_sqs()
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     try:

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from lakefs_gc.events.queues.base import QueueError, QueueMessage, poll
+from lakefs_gc.events.queues.base import QueueError, QueueMessage, Requests, poll
 from lakefs_gc.events.queues.config import QueueConfig
 
 #: messages per Get Messages request (the service's limit)
@@ -32,11 +32,14 @@ class AzureStorageQueue:
         self.description = config.describe()
         self.visibility_timeout = config.visibility_timeout_seconds
         self._client = _client(config)
+        self._requests = Requests(config.concurrency, "azure-queue")
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
-        from azure.core.exceptions import AzureError
+        """Up to ``concurrency`` Get Messages at once (:meth:`Requests.receive`)."""
+        return self._requests.receive(self._receive_polling, max_messages, MAX_RECEIVE, wait_seconds)
 
-        count = max(1, min(MAX_RECEIVE, max_messages))
+    def _receive_polling(self, count: int, wait_seconds: float) -> list[QueueMessage]:
+        from azure.core.exceptions import AzureError
 
         def receive_once() -> list[QueueMessage]:
             try:
@@ -50,27 +53,29 @@ class AzureStorageQueue:
         return poll(receive_once, wait_seconds, POLL_S)
 
     def acknowledge(self, receipts: Sequence[str]) -> list[str]:
+        """One Delete Message per receipt (the service has no batch delete), ``concurrency`` at once."""
+        return [r for r in self._requests.map(self._delete, list(receipts)) if r is not None]
+
+    def _delete(self, receipt: str) -> str | None:
+        """``receipt`` if its message could not be deleted (stale), else None."""
         from azure.core.exceptions import AzureError, HttpResponseError
 
-        failed: list[str] = []
-        for receipt in receipts:
-            try:
-                message_id, pop_receipt = json.loads(receipt)
-            except (ValueError, TypeError):
-                failed.append(receipt)  # not one of ours: nothing to delete
-                continue
-            try:
-                self._client.delete_message(message_id, pop_receipt)
-            except HttpResponseError as e:
-                if e.status_code == 404 or getattr(e, "error_code", None) in _STALE:
-                    failed.append(receipt)
-                    continue
-                raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
-            except AzureError as e:
-                raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
-        return failed
+        try:
+            message_id, pop_receipt = json.loads(receipt)
+        except (ValueError, TypeError):
+            return receipt  # not one of ours: nothing to delete
+        try:
+            self._client.delete_message(message_id, pop_receipt)
+        except HttpResponseError as e:
+            if e.status_code == 404 or getattr(e, "error_code", None) in _STALE:
+                return receipt
+            raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
+        except AzureError as e:
+            raise QueueError(f"{self.description}: cannot delete message {message_id}: {e}") from e
+        return None
 
     def close(self) -> None:
+        self._requests.close()
         self._client.close()
 
 

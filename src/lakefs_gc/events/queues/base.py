@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from lakefs_gc.errors import StorageError
 
@@ -82,3 +83,53 @@ def poll(
         if got or left <= 0:
             return got
         time.sleep(min(every, left))
+
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Requests:
+    """Up to ``concurrency`` requests in flight at once, on threads started when first needed.
+
+    A queue request is a round trip that moves a handful of messages (SQS: 10), so one at a time
+    drains at most 10 messages per round trip: slower than a busy bucket writes (the soak's
+    50 writes/s plus the sweep's deletes outran it). The queue clients are thread-safe; the
+    services are built for concurrent consumers (a message is handed to one receive at a time).
+    """
+
+    def __init__(self, concurrency: int, name: str) -> None:
+        self.concurrency = max(1, concurrency)
+        self._name = name
+        self._pool: ThreadPoolExecutor | None = None
+
+    def map(self, call: Callable[[T], R], items: Sequence[T]) -> list[R]:
+        """``call`` of each item, in order; the first error is raised once all calls ended."""
+        if self.concurrency == 1 or len(items) <= 1:
+            return [call(item) for item in items]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.concurrency, thread_name_prefix=self._name)
+        futures = [self._pool.submit(call, item) for item in items]
+        wait(futures)  # none left running behind a raised error
+        return [f.result() for f in futures]
+
+    def receive(
+        self,
+        receive_once: Callable[[int, float], list[QueueMessage]],
+        max_messages: int,
+        per_request: int,
+        wait_seconds: float,
+    ) -> list[QueueMessage]:
+        """Enough ``receive_once(count, wait)`` calls at once for ``max_messages`` (at most
+        ``concurrency``). Only the first waits for messages: the others take what is there, so a
+        quiet queue costs one long poll, not ``concurrency`` of them."""
+        wanted = max(1, max_messages)
+        calls = min(self.concurrency, -(-wanted // per_request))
+        counts = [min(per_request, wanted - i * per_request) for i in range(calls)]
+        plan = [(count, wait_seconds if i == 0 else 0.0) for i, count in enumerate(counts)]
+        return [message for batch in self.map(lambda call: receive_once(*call), plan) for message in batch]
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime, timezone
 from typing import Any
 
-from lakefs_gc.events.queues.base import QueueError, QueueMessage, chunks
+from lakefs_gc.events.queues.base import QueueError, QueueMessage, Requests, chunks
 from lakefs_gc.events.queues.config import QueueConfig
 
 #: SQS limits (docs/formats/notifications.md, "Delivery wrappers"): messages per receive,
@@ -28,14 +28,19 @@ class SqsQueue:
         self.queue_url = config.queue_url
         self.visibility_timeout = config.visibility_timeout_seconds
         self._client = _client(config)
+        self._requests = Requests(config.concurrency, "sqs")
 
     def receive(self, max_messages: int, wait_seconds: float) -> list[QueueMessage]:
+        """Up to ``concurrency`` receives at once (:meth:`Requests.receive`)."""
+        return self._requests.receive(self._receive_once, max_messages, MAX_RECEIVE, wait_seconds)
+
+    def _receive_once(self, count: int, wait_seconds: float) -> list[QueueMessage]:
         from botocore.exceptions import BotoCoreError, ClientError
 
         try:
             response = self._client.receive_message(
                 QueueUrl=self.queue_url,
-                MaxNumberOfMessages=max(1, min(MAX_RECEIVE, max_messages)),
+                MaxNumberOfMessages=count,
                 WaitTimeSeconds=max(0, min(MAX_WAIT_S, round(wait_seconds))),
                 VisibilityTimeout=self.visibility_timeout,
                 MessageSystemAttributeNames=["SentTimestamp"],
@@ -47,18 +52,19 @@ class SqsQueue:
     def acknowledge(self, receipts: Sequence[str]) -> list[str]:
         from botocore.exceptions import BotoCoreError, ClientError
 
-        failed: list[str] = []
-        unique = list(dict.fromkeys(receipts))  # SQS refuses a batch naming one receipt twice
-        for chunk in chunks(unique, MAX_DELETE_BATCH):
+        def delete(chunk: Sequence[str]) -> list[str]:
             entries = [{"Id": str(i), "ReceiptHandle": r} for i, r in enumerate(chunk)]
             try:
                 response = self._client.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
             except (BotoCoreError, ClientError) as e:
                 raise QueueError(f"{self.description}: cannot delete messages: {e}") from e
-            failed.extend(chunk[int(f["Id"])] for f in response.get("Failed", []))
-        return failed
+            return [chunk[int(f["Id"])] for f in response.get("Failed", [])]
+
+        unique = list(dict.fromkeys(receipts))  # SQS refuses a batch naming one receipt twice
+        return [r for failed in self._requests.map(delete, chunks(unique, MAX_DELETE_BATCH)) for r in failed]
 
     def close(self) -> None:
+        self._requests.close()
         self._client.close()
 
 
