@@ -48,6 +48,7 @@ QUIET_LOG4J2 = "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = co
     "appender.console.type = Console\nappender.console.name = console\n"
     "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
     "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n%ex\n"
+    "logger.window.name = org.apache.spark.sql.execution.window.WindowExec\nlogger.window.level = error\n"
 )
 
 
@@ -367,7 +368,8 @@ def gc_settings(
     )  # fmt: skip
 
 
-def bench_mark(spark: Any, settings: Any, state: Path) -> dict[str, Any]:
+def bench_mark(spark: Any, settings: Any, check: Callable[[Any, Any], dict[str, Any]]) -> dict[str, Any]:
+    """One timed mark of the repository; ``check(settings, result)`` compares it with the truth."""
     from lakefs_gc import jobs
 
     say("mark: starting")
@@ -385,7 +387,7 @@ def bench_mark(spark: Any, settings: Any, state: Path) -> dict[str, Any]:
         "memory": memory,
         "phases": timeline.phases(seconds),
         "stages": stage_times(spark, since_ms),
-        "correctness": check_marked(settings, result, state),
+        "correctness": check(settings, result),
     }
 
 
@@ -596,6 +598,15 @@ def _sdk_configuration(info: dict[str, Any]) -> Any:
 # ---- report --------------------------------------------------------------------------------
 
 
+def finish(result: dict[str, Any], report: Callable[[dict[str, Any]], None], json_path: Path | None) -> int:
+    """The load at the end into ``result``'s environment line, the printed report, the JSON."""
+    result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
+    report(result)
+    if json_path:
+        json_path.write_text(json.dumps(result, indent=2, default=str))
+    return 0
+
+
 def print_report(result: dict[str, Any]) -> None:
     w = sys.stdout.write
     spec, env = result["spec"], result["environment"]
@@ -698,7 +709,7 @@ def main() -> int:
                 assert state is not None
                 with test_server(storage, state, None) as server:
                     settings = gc_settings(server.info, storage)
-                    result["mark"] = bench_mark(spark, settings, state)
+                    result["mark"] = bench_mark(spark, settings, lambda s, r: check_marked(s, r, state))
                     result["ranges"] = bench_ranges(spark, settings, storage)
             if args.sweep_objects:
                 if args.no_mark:
@@ -708,11 +719,7 @@ def main() -> int:
                 )
         finally:
             spark.stop()
-    result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
-    print_report(result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2, default=str))
-    return 0
+    return finish(result, print_report, args.json)
 
 
 if __name__ == "__main__":

@@ -55,33 +55,20 @@ from typing import Any
 
 from mark import (
     REPOSITORY,
-    Timeline,
+    Spec,
+    bench_mark,
     bench_sweep,
-    driver_memory,
+    finish,
     gc_settings,
     moto,
     say,
     spark_session,
-    stage_times,
     test_server,
 )
 
 #: the bottom-line shape (lakeFS's GC design)
 BOTTOM_LINE = {"objects": 20_000_000, "commits": 30_000, "branches": 1_000, "uncommitted": 5_000_000,
                "garbage": 1_000_000}  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Shape:
-    objects: int
-    commits: int
-    branches: int
-    uncommitted: int
-    garbage: int
-
-    @property
-    def tag(self) -> str:
-        return f"o{self.objects}-c{self.commits}-b{self.branches}-u{self.uncommitted}-g{self.garbage}"
 
 
 #: the manifest's garbage set, as DuckDB reads the synthesizer's parquet parts
@@ -102,7 +89,7 @@ class Synthesized:
     report: dict[str, Any]
 
 
-def synthesize(workdir: Path, shape: Shape) -> Synthesized:
+def synthesize(workdir: Path, shape: Spec) -> Synthesized:
     """The repository of ``shape`` with an inventory instead of objects, synthesized on first use
     (its wall and CPU seconds and peak RSS go into ``synth.json``)."""
     base = workdir / shape.tag
@@ -135,31 +122,6 @@ def synthesize(workdir: Path, shape: Shape) -> Synthesized:
 def with_inventory(settings: Any, inventory: Path) -> Any:
     """``settings`` marking from the inventory delivery at ``inventory`` (``--inventory``)."""
     return settings.model_copy(update={"gc": settings.gc.model_copy(update={"inventory": str(inventory)})})
-
-
-def bench_mark(spark: Any, settings: Any, repo: Synthesized) -> dict[str, Any]:
-    from lakefs_gc import jobs
-
-    say("mark: starting (inventory candidates)")
-    timeline = Timeline()
-    since_ms = time.time() * 1000
-    with jobs.lakefs_client(settings, "bench") as client:
-        result = jobs.mark(spark, settings, REPOSITORY, client=client, progress=timeline)
-    seconds = time.perf_counter() - timeline.start
-    memory = driver_memory()
-    say(f"mark: {seconds:.1f}s, {result.marked:,} marked; peak RSS {memory}")
-    stages = stage_times(spark, since_ms)
-    summary = result.summary
-    return {
-        "seconds": round(seconds, 2),
-        "mark_id": result.mark_id,
-        "storage_namespace": result.storage_namespace,
-        "summary": summary,
-        "memory": memory,
-        "phases": timeline.phases(seconds),
-        "stages": stages,
-        "correctness": compare_with_manifest(settings, result, repo),
-    }
 
 
 def compare_with_manifest(settings: Any, result: Any, repo: Synthesized) -> dict[str, Any]:
@@ -272,11 +234,10 @@ def bench_floor(settings: Any, repo: Synthesized, mark: dict[str, Any], workdir:
 
 
 def bench_cycles(
-    spark: Any, settings: Any, server: Any, shape: Shape, repo: Synthesized, args: argparse.Namespace
+    spark: Any, settings: Any, server: Any, shape: Spec, repo: Synthesized, args: argparse.Namespace
 ) -> dict[str, Any]:
     """The service's kind of mark (a range cache kept between cycles), before and after
     ``--new-fraction`` more commits and objects."""
-    from mark import Spec
     from stream import add_commits, gc_cycle
 
     from lakefs_gc.spark.mark.range_cache import RangeCache
@@ -285,8 +246,7 @@ def bench_cycles(
     cache = RangeCache.for_repository(args.workdir / "service-state" / shape.tag, REPOSITORY)
     say("cycles: first")
     first = gc_cycle(spark, settings, cache, servers, sweep=False)
-    spec = Spec(shape.objects, shape.commits, shape.branches, shape.uncommitted, shape.garbage)
-    added = add_commits(server.info, spec, args.new_fraction, int(repo.report.get("tables") or 1))
+    added = add_commits(server.info, shape, args.new_fraction, int(repo.report.get("tables") or 1))
     say("cycles: after the new commits")
     second = gc_cycle(spark, settings, cache, servers, sweep=False)
     ratio = round(second["seconds"] / first["seconds"], 3) if first["seconds"] else None
@@ -357,7 +317,7 @@ def main() -> int:
     args = parser.parse_args()
     args.workdir = args.workdir.resolve()
     args.workdir.mkdir(parents=True, exist_ok=True)
-    shape = Shape(*(max(1, round(getattr(args, name) * args.scale)) for name in BOTTOM_LINE))
+    shape = Spec(*(max(1, round(getattr(args, name) * args.scale)) for name in BOTTOM_LINE))
     result: dict[str, Any] = {
         "shape": shape.__dict__,
         "environment": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start, "
@@ -371,7 +331,7 @@ def main() -> int:
     try:
         with test_server(repo.storage, repo.state, None) as server:
             settings = with_inventory(gc_settings(server.info, repo.storage), repo.inventory)
-            result["mark"] = bench_mark(spark, settings, repo)
+            result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
             if not args.no_floor:
                 result["floor"] = bench_floor(settings, repo, result["mark"], args.workdir)
             if args.cycles:
@@ -384,11 +344,7 @@ def main() -> int:
                 )
     finally:
         spark.stop()
-    result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
-    print_report(result)
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2, default=str))
-    return 0
+    return finish(result, print_report, args.json)
 
 
 if __name__ == "__main__":

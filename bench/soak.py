@@ -192,6 +192,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--sample-every", type=float, default=30)
     p.add_argument("--batch", type=int, default=2000, help="service.max_messages_per_batch")
     p.add_argument("--warmup", type=float, default=10, help="minutes left out of the slopes")
+    p.add_argument("--trace-memory", type=int, metavar="FRAMES",
+                   help="run serve with PYTHONTRACEMALLOC=FRAMES and save its /debug/memory "
+                   "(allocation sites, growth) every 5 min to <workdir>/memory.txt")  # fmt: skip
     p.add_argument("--workdir", type=Path)
     p.add_argument("--json", type=Path)
     p.add_argument("--png", type=Path, default=Path("soak.png"))
@@ -210,9 +213,11 @@ def tune(config: dict[str, Any], args: argparse.Namespace) -> None:
     config.setdefault("spark", {})["conf"] = {"spark.python.authenticate.socketTimeout": "300s"}
 
 
-def start_service(config: dict[str, Any], workdir: Path) -> subprocess.Popen[bytes]:
+def start_service(config: dict[str, Any], workdir: Path, trace_frames: int | None) -> subprocess.Popen[bytes]:
     (workdir / "soak.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if trace_frames:
+        env["PYTHONTRACEMALLOC"] = str(trace_frames)
     log = open(workdir / "serve.log", "w")  # noqa: SIM115
     return subprocess.Popen(
         [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(workdir / "soak.yaml")],
@@ -237,6 +242,8 @@ class Sampler:
         self.text = ""
         self._sums: dict[str, tuple[float, float]] = {}
         self.last_mark = float("nan")
+        self.memory_every: float | None = None  # seconds between /debug/memory reports, if traced
+        self._next_memory = 0.0
 
     def scrape(self) -> str:
         if self.serve.poll() is not None:
@@ -267,6 +274,20 @@ class Sampler:
             row[f"st_{table}_mb"] = metric(text, f'lakefs_gc_state_bytes{{table="{table}"}}') / 2**20
         self.samples.append(row)
         print(json.dumps(row), flush=True)
+        if self.memory_every and row["t_s"] >= self._next_memory:
+            self._next_memory = row["t_s"] + self.memory_every
+            self.save_memory_report(row["t_s"])
+
+    def save_memory_report(self, t_s: float) -> None:
+        """Append the service's ``/debug/memory`` (its allocation sites and their growth since the
+        previous report) to ``memory.txt``."""
+        url = f"http://127.0.0.1:{self.port}/debug/memory"
+        try:
+            text = urllib.request.urlopen(url, timeout=120).read().decode()
+        except OSError as e:
+            text = f"unavailable: {e}\n"
+        with open(self.workdir / "memory.txt", "a") as out:
+            out.write(f"==== t = {t_s:.0f} s ====\n{text}\n")
 
 
 def run_moto(args: argparse.Namespace, workdir: Path) -> None:
@@ -278,11 +299,12 @@ def run_moto(args: argparse.Namespace, workdir: Path) -> None:
         port = free_port()
         config = world.service_config(metrics_port=port, min_age=args.grace)
         tune(config, args)
-        serve = start_service(config, workdir)
+        serve = start_service(config, workdir, args.trace_memory)
         try:
             _wait_ready(port, serve, workdir)
             started = time.monotonic()
             sampler = Sampler(port, serve, workdir, started)
+            sampler.memory_every = 300 if args.trace_memory else None
             next_inventory = started + args.inventory_every
             shape = LoadShape(args.rate, args.threads, args.live_keys, args.commit_every, args.branch_every)
             with LoadProcess(world.connection, shape, workdir) as load:
@@ -331,12 +353,13 @@ def run_demo(args: argparse.Namespace, workdir: Path) -> tuple[list[dict[str, An
         port = free_port()
         config = setting.settings(metrics_port=port, interval="1m", tick="15s")
         tune(config, args)
-        serve = start_service(config, workdir)
+        serve = start_service(config, workdir, args.trace_memory)
         configuration = _sdk_configuration(setting.connection)
         try:
             _wait_ready(port, serve, workdir)
             started = time.monotonic()
             sampler = Sampler(port, serve, workdir, started)
+            sampler.memory_every = 300 if args.trace_memory else None
             next_inventory = started + args.inventory_every
             with Load(configuration, workdir, args.rate, args.commit_every, args.branch_every) as load:
                 while time.monotonic() - started < args.minutes * 60:

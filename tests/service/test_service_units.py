@@ -98,6 +98,38 @@ def test_status_endpoints_answer_what_the_probes_say() -> None:
         server.stop()
 
 
+def test_debug_memory_lists_allocation_sites_and_their_growth_when_tracing() -> None:
+    """Off without PYTHONTRACEMALLOC (says how to turn it on); traced, it names the sites holding
+    memory and, on the next request, the one that grew."""
+    import tracemalloc
+
+    server = _status_server(0)
+    was_tracing = tracemalloc.is_tracing()
+    try:
+        tracemalloc.stop()
+        with pytest.raises(urllib.error.HTTPError) as off:
+            urllib.request.urlopen(f"{server.url}/debug/memory", timeout=5)
+        assert off.value.code == 404 and b"PYTHONTRACEMALLOC" in off.value.read()
+
+        tracemalloc.start()
+        first = _text(server.url, "/debug/memory")
+        assert "traced Python heap" in first and "changes since" not in first
+        grown = [bytearray(1024) for _ in range(4096)]  # 4 MiB held at this line
+        second = _text(server.url, "/debug/memory")
+        changes = second.split("changes since the previous report:")[1]
+        assert "test_service_units.py" in changes.splitlines()[1], changes  # the largest change
+        del grown
+    finally:
+        if not was_tracing:
+            tracemalloc.stop()
+        server.stop()
+
+
+def _text(url: str, path: str) -> str:
+    with urllib.request.urlopen(f"{url}{path}", timeout=30) as answer:
+        return str(answer.read().decode())
+
+
 def _status_server(port: int) -> StatusServer:
     return StatusServer(
         Metrics(), host="127.0.0.1", port=port, health=lambda: (True, {}), ready=lambda: (True, {})

@@ -1,4 +1,5 @@
-"""The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz`` and ``/readyz``.
+"""The service's HTTP endpoints: ``/metrics`` (Prometheus), ``/healthz``, ``/readyz`` and
+``/debug/memory``.
 
 * ``/healthz`` answers 200 while the process is alive and no streaming query has died (Kubernetes
   restarts the pod on a failing liveness probe: a dead query never recovers by itself).
@@ -6,6 +7,8 @@
   update waits for it; a terminating service stops being ready first).
 
 Both answer a small JSON body saying why, so ``curl`` explains a failing probe.
+``/debug/memory`` lists the driver's Python allocation sites and what grew since the last request
+(:mod:`lakefs_gc.service.memory`; off unless the service runs with ``PYTHONTRACEMALLOC``).
 """
 
 from __future__ import annotations
@@ -19,8 +22,10 @@ from typing import Any
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from lakefs_gc.errors import ConfigError
+from lakefs_gc.service.memory import HeapSites
 from lakefs_gc.service.metrics import Metrics
 
+_NOT_FOUND = b"not found: try /metrics, /healthz, /readyz or /debug/memory\n"
 #: () -> (ok, details): the service's current health or readiness
 Probe = Callable[[], tuple[bool, dict[str, Any]]]
 
@@ -35,7 +40,7 @@ class StatusServer:
     """
 
     def __init__(self, metrics: Metrics, *, host: str, port: int, health: Probe, ready: Probe) -> None:
-        handler = _handler(metrics, {"/healthz": health, "/readyz": ready})
+        handler = _handler(metrics, {"/healthz": health, "/readyz": ready}, HeapSites())
         try:
             self._server = ThreadingHTTPServer((host, port), handler)
         except OSError as e:
@@ -67,7 +72,7 @@ class StatusServer:
         self._server.server_close()
 
 
-def _handler(metrics: Metrics, probes: dict[str, Probe]) -> type[BaseHTTPRequestHandler]:
+def _handler(metrics: Metrics, probes: dict[str, Probe], heap: HeapSites) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:
             path = self.path.split("?", 1)[0]
@@ -77,8 +82,11 @@ def _handler(metrics: Metrics, probes: dict[str, Probe]) -> type[BaseHTTPRequest
                 ok, details = probes[path]()
                 body = json.dumps({"ok": ok, **details}, default=str).encode()
                 self._send(200 if ok else 503, "application/json", body)
+            elif path == "/debug/memory":
+                status, text = heap.report()
+                self._send(status, "text/plain; charset=utf-8", text.encode())
             else:
-                self._send(404, "text/plain", b"not found: try /metrics, /healthz or /readyz\n")
+                self._send(404, "text/plain", _NOT_FOUND)
 
         def _send(self, status: int, content_type: str, body: bytes) -> None:
             self.send_response(status)
