@@ -193,7 +193,7 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--batch", type=int, default=2000, help="service.max_messages_per_batch")
     p.add_argument("--warmup", type=float, default=10, help="minutes left out of the slopes")
     p.add_argument("--trace-memory", type=int, metavar="FRAMES",
-                   help="run serve with PYTHONTRACEMALLOC=FRAMES and save its /debug/memory "
+                   help="run serve with --trace-memory FRAMES and save its /debug/memory "
                    "(allocation sites, growth) every 5 min to <workdir>/memory.txt")  # fmt: skip
     p.add_argument("--workdir", type=Path)
     p.add_argument("--json", type=Path)
@@ -216,11 +216,10 @@ def tune(config: dict[str, Any], args: argparse.Namespace) -> None:
 def start_service(config: dict[str, Any], workdir: Path, trace_frames: int | None) -> subprocess.Popen[bytes]:
     (workdir / "soak.yaml").write_text(yaml.safe_dump(config))
     env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
-    if trace_frames:
-        env["PYTHONTRACEMALLOC"] = str(trace_frames)
+    trace = ["--trace-memory", str(trace_frames)] if trace_frames else []
     log = open(workdir / "serve.log", "w")  # noqa: SIM115
     return subprocess.Popen(
-        [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(workdir / "soak.yaml")],
+        [sys.executable, "-m", "lakefs_gc", "serve", "--config", str(workdir / "soak.yaml"), *trace],
         env=env, stdout=log, stderr=subprocess.STDOUT,
     )  # fmt: skip
 

@@ -102,6 +102,13 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
     )
     service.add_argument("--log-format", choices=("text", "json"), default="text", help="stderr log lines")
     service.add_argument(
+        "--trace-memory",
+        type=int,
+        metavar="FRAMES",
+        help="trace the driver's Python allocations (FRAMES per site; 1 is enough) so that "
+        "/debug/memory lists them and what grew; costs CPU and memory, for finding a leak",
+    )
+    service.add_argument(
         "--keep", type=Path, metavar="DIR", help="demo only: build the demo setting in DIR and keep it"
     )
     add_repo_option(parser, repeat=True, help="repository to serve (repeatable)")
@@ -111,8 +118,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run_serve(args: argparse.Namespace) -> int:
     from lakefs_gc.service.logs import configure_logging
+    from lakefs_gc.service.memory import start_tracing
 
     configure_logging(args.log_format)
+    if args.trace_memory:
+        start_tracing(args.trace_memory)
     environ = dict(os.environ)
     if args.config is None and not args.repos and not environ.get("LAKEFS_GC_REPOSITORIES"):
         return _serve_demo(args)

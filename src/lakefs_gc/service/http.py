@@ -8,7 +8,7 @@
 
 Both answer a small JSON body saying why, so ``curl`` explains a failing probe.
 ``/debug/memory`` lists the driver's Python allocation sites and what grew since the last request
-(:mod:`lakefs_gc.service.memory`; off unless the service runs with ``PYTHONTRACEMALLOC``).
+(:mod:`lakefs_gc.service.memory`; off unless the service runs with ``--trace-memory``).
 """
 
 from __future__ import annotations

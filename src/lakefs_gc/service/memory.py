@@ -4,8 +4,9 @@ A service that runs for months must not grow, and when its resident memory does,
 (``lakefs_gc_driver_rss_bytes``) say that it grows, not what. Python's ``tracemalloc`` says what:
 the allocation sites holding the most memory, and, compared with the previous request, which
 grew. Tracing costs CPU and memory, so it is off unless the service is started with
-``PYTHONTRACEMALLOC=<frames>`` (Python's own switch; 1 frame is enough for a site list, more
-give the calling path); without it the endpoint says how to turn it on.
+``--trace-memory FRAMES`` (1 frame is enough for a site list). Not Python's own
+``PYTHONTRACEMALLOC``: the environment reaches Spark's Python workers too, which then start too
+slowly to connect back to the JVM, and a query dies.
 """
 
 from __future__ import annotations
@@ -17,6 +18,11 @@ import tracemalloc
 TOP = 25
 #: where tracemalloc's own bookkeeping and the import machinery allocate: not the service's
 _IGNORED = (tracemalloc.__file__, "<frozen importlib._bootstrap>", "<frozen importlib._bootstrap_external>")
+
+
+def start_tracing(frames: int) -> None:
+    """Trace this process's Python allocations, ``frames`` frames per site (the driver only)."""
+    tracemalloc.start(max(1, frames))
 
 
 class HeapSites:
@@ -31,8 +37,8 @@ class HeapSites:
         """(HTTP status, plain-text report)."""
         if not tracemalloc.is_tracing():
             return 404, (
-                "Python heap tracing is off: start lakefs-gc serve with PYTHONTRACEMALLOC=1 (or more "
-                "frames per site, e.g. 10) to list the driver's allocation sites here.\n"
+                "Python heap tracing is off: start lakefs-gc serve with --trace-memory 1 to list the "
+                "driver's allocation sites here.\n"
             )
         with self._lock:
             snapshot = tracemalloc.take_snapshot().filter_traces(
