@@ -517,6 +517,7 @@ def bench_sweep(
     from botocore.config import Config
     from lakefs_sdk.api.repositories_api import RepositoriesApi
     from lakefs_sdk.api_client import ApiClient
+    from lakefs_sdk.models.garbage_collection_rules import GarbageCollectionRules
     from lakefs_sdk.models.repository_creation import RepositoryCreation
 
     from lakefs_gc import jobs
@@ -557,8 +558,10 @@ def bench_sweep(
         creation = RepositoryCreation(
             name="sweep-bench", storage_namespace=f"s3://{BUCKET}/{namespace_key}", default_branch="main"
         )  # type: ignore[call-arg]  # storage_id is optional on the wire
+        rules = GarbageCollectionRules(default_retention_days=7, branches=[])  # the sweep revalidates
         with ApiClient(_sdk_configuration(server.info)) as api:
             RepositoriesApi(api).create_repository(creation)
+            RepositoriesApi(api).set_gc_rules("sweep-bench", rules)
         say(f"sweep: {n:,} objects and a mark listing them for sweep_run")
         moto_server.request({"op": "seed", "bucket": BUCKET, "prefix": f"{namespace_key}/", "n": n})
         mark_id = f"bench-{uuid.uuid4().hex[:12]}"
