@@ -4,6 +4,7 @@ decides to do when (with a fake clock and fake mark/sweep ports that record thei
 from __future__ import annotations
 
 import socket
+import sys
 import threading
 import urllib.request
 from datetime import datetime, timedelta, timezone
@@ -123,6 +124,32 @@ def test_debug_memory_lists_allocation_sites_and_their_growth_when_tracing() -> 
         if not was_tracing:
             tracemalloc.stop()
         server.stop()
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_trim")
+def test_freed_memory_of_a_thread_goes_back_to_the_system() -> None:
+    """What a thread freed stays in its glibc arena while anything above it lives (the soak's
+    growing driver); release_free_memory (after every cycle tick) gives those pages back."""
+    from lakefs_gc.service.memory import release_free_memory
+
+    def anonymous_mib() -> int:
+        return next(
+            int(line.split()[1]) // 1024 for line in open("/proc/self/status") if line.startswith("RssAnon:")
+        )
+
+    held: list[bytes] = []
+
+    def work() -> None:
+        blobs = [bytes(1000) + bytes([i % 256]) for i in range(100_000)]  # ~100 MiB from malloc
+        held.append(blobs[-1])  # pins the arena's top: free() alone does not shrink it
+        del blobs
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    thread.join()
+    before = anonymous_mib()
+    assert release_free_memory()
+    assert anonymous_mib() < before - 50, (before, anonymous_mib())
 
 
 def _text(url: str, path: str) -> str:

@@ -36,6 +36,7 @@ from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.layout import take_layout
 from lakefs_gc.service.lease import StateLease
 from lakefs_gc.service.maintenance import Maintenance, jvm_heap_after_gc, jvm_heap_used, process_memory
+from lakefs_gc.service.memory import release_free_memory
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.state import ServiceState
@@ -237,7 +238,12 @@ class GcService:
                 )
 
         maintenance = self.maintenance
-        ports = CyclePorts(mark, sweep, maintain=lambda: maintenance.run(name, repo.namespace, records))
+
+        def maintain() -> None:
+            maintenance.run(name, repo.namespace, records)
+            release_free_memory()  # what the last mark freed, back to the system (service/memory.py)
+
+        ports = CyclePorts(mark, sweep, maintain=maintain)
         svc = settings.service
         repo.cycle = GcCycle(
             repo.schedule, records, ports, self.metrics, retry_delay=svc.retry_delay, stopping=self.stopping
