@@ -162,6 +162,19 @@ def slope(xs: list[float], ys: list[float]) -> float:
     return 100 * b * 600 / my
 
 
+def period_peaks(rows: list[dict[str, Any]], key: str, period: float) -> list[float]:
+    """The maximum of ``key`` in each complete ``period`` from the first row on."""
+    xs, ys = finite(rows, key)
+    if not xs:
+        return []
+    start, peaks = xs[0], []
+    while start + period <= xs[-1]:
+        window = [y for x, y in zip(xs, ys, strict=True) if start <= x < start + period]
+        peaks.append(round(max(window), 2) if window else float("nan"))
+        start += period
+    return peaks
+
+
 def main() -> None:
     args = parse_args()
     workdir = args.workdir or Path(tempfile.mkdtemp(prefix="lakefs-gc-soak-"))
@@ -434,6 +447,10 @@ def report(samples: list[dict[str, Any]], verdict: dict[str, Any], args: Any) ->
     )
     means = {k: (sum(ys) / len(ys) if ys else float("nan")) for k in TRENDS for ys in [finite(after, k)[1]]}
     print("mean after warm-up:", json.dumps({k: round(v, 2) for k, v in means.items()}))
+    # the event table is a sawtooth with the inventory's period (compacted to what the newest
+    # snapshot does not say): a slope over two or three teeth measures their phase, the peaks don't
+    peaks = {k: period_peaks(after, k, args.inventory_every) for k in TRENDS}
+    print(f"maximum per {args.inventory_every:.0f} s after warm-up:", json.dumps(peaks))
     if len(load) > 1:
         span = load[-1]["t_s"] - load[0]["t_s"]
         rate = (load[-1].get("written", 0) - load[0].get("written", 0)) / span if span else 0
@@ -441,8 +458,8 @@ def report(samples: list[dict[str, Any]], verdict: dict[str, Any], args: Any) ->
     markdown(samples)
     print("verdict:", json.dumps(verdict, default=str))
     if args.json:
-        args.json.write_text(json.dumps({"samples": samples, "slopes": slopes, "verdict": verdict}, indent=1,
-                                        default=str))  # fmt: skip
+        result = {"samples": samples, "slopes": slopes, "peaks": peaks, "verdict": verdict}
+        args.json.write_text(json.dumps(result, indent=1, default=str))
     plot(samples, args.png)
 
 
