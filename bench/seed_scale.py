@@ -332,8 +332,10 @@ def main() -> int:
         with test_server(repo.storage, repo.state, None) as server:
             settings = with_inventory(gc_settings(server.info, repo.storage), repo.inventory)
             result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
+            say(f"mark: marked set vs the manifest's garbage: {result['mark']['correctness']}")
             if not args.no_floor:
                 result["floor"] = bench_floor(settings, repo, result["mark"], args.workdir)
+                say(f"floor: DuckDB's garbage vs the manifest's: {result['floor']['correctness']}")
             if args.cycles:
                 result["cycles"] = bench_cycles(spark, settings, server, shape, repo, args)
         sweep_objects = shape.garbage if args.sweep_objects is None else args.sweep_objects
