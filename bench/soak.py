@@ -248,13 +248,20 @@ def stop_service(serve: subprocess.Popen[bytes]) -> None:
 class Sampler:
     """Reads ``/metrics`` every ``--sample-every`` s; mark and sweep time are per-interval means."""
 
-    def __init__(self, port: int, serve: subprocess.Popen[bytes], workdir: Path, started: float) -> None:
+    def __init__(
+        self,
+        port: int,
+        serve: subprocess.Popen[bytes],
+        workdir: Path,
+        started: float,
+        trace_memory: int | None,
+    ) -> None:
         self.port, self.serve, self.workdir, self.started = port, serve, workdir, started
         self.samples: list[dict[str, Any]] = []
         self.text = ""
         self._sums: dict[str, tuple[float, float]] = {}
         self.last_mark = float("nan")
-        self.memory_every: float | None = None  # seconds between /debug/memory reports, if traced
+        self.memory_every = 300 if trace_memory else None  # seconds between /debug/memory reports
         self._next_memory = 0.0
 
     def scrape(self) -> str:
@@ -315,8 +322,7 @@ def run_moto(args: argparse.Namespace, workdir: Path) -> None:
         try:
             _wait_ready(port, serve, workdir)
             started = time.monotonic()
-            sampler = Sampler(port, serve, workdir, started)
-            sampler.memory_every = 300 if args.trace_memory else None
+            sampler = Sampler(port, serve, workdir, started, args.trace_memory)
             next_inventory = started + args.inventory_every
             shape = LoadShape(args.rate, args.threads, args.live_keys, args.commit_every, args.branch_every)
             with LoadProcess(world.connection, shape, workdir) as load:
@@ -370,8 +376,7 @@ def run_demo(args: argparse.Namespace, workdir: Path) -> tuple[list[dict[str, An
         try:
             _wait_ready(port, serve, workdir)
             started = time.monotonic()
-            sampler = Sampler(port, serve, workdir, started)
-            sampler.memory_every = 300 if args.trace_memory else None
+            sampler = Sampler(port, serve, workdir, started, args.trace_memory)
             next_inventory = started + args.inventory_every
             with Load(configuration, workdir, args.rate, args.commit_every, args.branch_every) as load:
                 while time.monotonic() - started < args.minutes * 60:
