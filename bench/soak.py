@@ -291,6 +291,7 @@ class Sampler:
         row |= {k: metric(text, sel) * scale for k, (sel, scale) in SERIES.items()}
         for table in STATE_TABLES:
             row[f"st_{table}_mb"] = metric(text, f'lakefs_gc_state_bytes{{table="{table}"}}') / 2**20
+        row |= resident_by_kind(self.serve.pid)
         self.samples.append(row)
         print(json.dumps(row), flush=True)
         if self.memory_every and row["t_s"] >= self._next_memory:
@@ -343,6 +344,36 @@ def run_moto(args: argparse.Namespace, workdir: Path) -> None:
             report(sampler.samples, verdict, args)  # before the service's shutdown (up to 2 min)
         finally:
             stop_service(serve)
+
+
+#: glibc's non-main malloc arenas are mappings of up to 64 MiB aligned on 64 MiB (HEAP_MAX_SIZE)
+_ARENA_ALIGN = 64 * 2**20
+
+
+def resident_by_kind(pid: int) -> dict[str, float]:
+    """The resident MiB of ``pid`` by kind of mapping, from ``/proc/<pid>/smaps``: ``rss_brk_mb``
+    (glibc's main arena, ``[heap]``), ``rss_arena_mb`` (64 MiB-aligned anonymous mappings: glibc's
+    thread arenas), ``rss_anon_mb`` (other anonymous memory: large ``mmap`` allocations, Arrow's
+    jemalloc, thread stacks) and ``rss_file_mb`` (libraries and mapped files). Which of them grows
+    says where to look; empty where there is no ``/proc``."""
+    try:
+        text = Path(f"/proc/{pid}/smaps").read_text()
+    except OSError:
+        return {}
+    kinds = {"rss_brk_mb": 0.0, "rss_arena_mb": 0.0, "rss_anon_mb": 0.0, "rss_file_mb": 0.0}
+    kind = "rss_anon_mb"
+    for line in text.splitlines():
+        first = line.split(maxsplit=6)
+        if "-" in first[0] and not first[0].endswith(":"):
+            start = int(first[0].split("-")[0], 16)
+            name = first[5] if len(first) > 5 else ""
+            kind = ("rss_brk_mb" if name == "[heap]"
+                    else "rss_file_mb" if name.startswith("/")
+                    else "rss_arena_mb" if start % _ARENA_ALIGN == 0 and not name
+                    else "rss_anon_mb")  # fmt: skip
+        elif first[0] == "Rss:":
+            kinds[kind] += int(first[1]) / 1024
+    return kinds
 
 
 def parse_seconds(duration: str) -> float:
@@ -431,8 +462,8 @@ def _deliver_inventory(setting: Any) -> None:
 TABLES = [f"st_{t}_mb" for t in STATE_TABLES]
 COLUMNS = ["t_s", "written", "rss_mb", "heap_mb", "heap_gc_mb", "state_mb", *TABLES,
            "event_rows", "dedupe_keys", "lag_s", "mark_s", "sweep_s"]  # fmt: skip
-TRENDS = ["rss_mb", "heap_gc_mb", "heap_mb", "state_mb", *TABLES,
-          "event_rows", "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
+TRENDS = ["rss_mb", "rss_brk_mb", "rss_arena_mb", "rss_anon_mb", "rss_file_mb", "heap_gc_mb", "heap_mb",
+          "state_mb", *TABLES, "event_rows", "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
 
 
 def finite(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:

@@ -26,11 +26,11 @@ from lakefs_gc.storage.deleters import (
     BulkDeleter,
     DeleteOutcome,
     LocalBulkDeleter,
-    S3BulkDeleter,
-    deleter_for,
 )
+from lakefs_gc.storage.deleting import deleter_for
 from lakefs_gc.storage.filesystems import S3Options, StorageOptions
 from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+from lakefs_gc.storage.s3_deleter import S3BulkDeleter
 from tests.contracts.backends import KEYS, Backend
 from tests.storage.test_clients import Request, stub_server
 from tests.storage.test_listing import long_key

@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from lakefs_gc.storage.deleters import AzureBlobBulkDeleter, DeleteOutcome, S3BulkDeleter
+from lakefs_gc.storage.deleters import AzureBlobBulkDeleter, DeleteOutcome
+from lakefs_gc.storage.s3_deleter import S3BulkDeleter
 from lakefs_gc.storage.throttle import AdaptiveLimit, Backoff, RateLimit, Throttle
 
 

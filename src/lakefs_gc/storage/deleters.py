@@ -14,8 +14,9 @@ cutoff answers 412 and is ``failed``, "refused"), local files are checked with `
 buckets, so there the guarantee rests on the mark (lakeFS never rewrites an address) and on the
 sweep's revalidation.
 
-Batch sizes are those of lakeFS's Spark GC (docs/formats/lakefs-gc-api.md, "Bulk deletes"): 1000 keys per S3
-``DeleteObjects``, 256 blobs per Azure blob batch.
+S3's deleter is in :mod:`lakefs_gc.storage.s3_deleter`. Batch sizes are those of lakeFS's Spark
+GC (docs/formats/lakefs-gc-api.md, "Bulk deletes"): 1000 keys per S3 ``DeleteObjects``, 256 blobs
+per Azure blob batch.
 
 Throttling (S3 ``503 SlowDown``, per-key ``SlowDown`` inside a ``DeleteObjects`` answer; Azure
 ``503 ServerBusy`` for a batch or for one of its sub-requests) and transient failures (other 5xx,
@@ -38,21 +39,14 @@ from datetime import datetime
 from types import TracebackType
 from typing import Any, Literal, Protocol
 
-from lakefs_gc.errors import ConfigError, StorageError
+from lakefs_gc.errors import ConfigError
 from lakefs_gc.gc.addresses import deletable_key
-from lakefs_gc.storage.clients import S3_DELETE_RETRIES, azure_container_client, s3_client
-from lakefs_gc.storage.filesystems import StorageOptions
-from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.storage.throttle import Throttle
 
 Outcome = Literal["deleted", "missing", "failed"]
 S3_MAX_BATCH = 1000
 AZURE_MAX_BATCH = 256
 LOCAL_MAX_BATCH = 1000  # no requests to size; only bounds the work between two sweep reports
-#: S3 error codes that mean "slow down" (the whole request's, or one key's inside DeleteObjects).
-S3_THROTTLE_CODES = frozenset({"SlowDown", "Throttling", "ThrottlingException", "RequestLimitExceeded"})
-#: S3 error codes worth the same request again (besides any 5xx).
-S3_TRANSIENT_CODES = frozenset({"InternalError", "ServiceUnavailable", "RequestTimeout"})
 #: Azure error codes that mean "slow down" (with HTTP 503).
 AZURE_THROTTLE_CODES = frozenset({"ServerBusy", "ServiceUnavailable"})
 
@@ -93,7 +87,7 @@ class BulkDeleter(Protocol):
     def close(self) -> None: ...
 
 
-class _BatchingDeleter(ABC):
+class BatchingDeleter(ABC):
     """The shared part: the safety re-check, de-duplication, batching and ordering of outcomes."""
 
     max_batch: int
@@ -158,7 +152,7 @@ class _BatchingDeleter(ABC):
     def close(self) -> None:  # noqa: B027 - a no-op unless a client needs closing
         """Release the client."""
 
-    def __enter__(self) -> _BatchingDeleter:
+    def __enter__(self) -> BatchingDeleter:
         return self
 
     def __exit__(
@@ -167,83 +161,13 @@ class _BatchingDeleter(ABC):
         self.close()
 
 
-def _key_prefix(namespace_key: str) -> str:
+def key_prefix(namespace_key: str) -> str:
     """``a/b/`` for a namespace key ``a/b`` or ``a/b/``; ``""`` at the bucket/container root."""
     stripped = namespace_key.strip("/")
     return stripped + "/" if stripped else ""
 
 
-class S3BulkDeleter(_BatchingDeleter):
-    """``DeleteObjects`` with up to 1000 keys per request, ``Quiet=False`` so every key is reported.
-
-    S3 reports a key that does not exist as ``Deleted`` (deleting is idempotent there), so this
-    deleter says ``deleted`` for absent keys and ``missing`` only if a store answers ``NoSuchKey``.
-    On a versioned bucket a delete without version id only adds a delete marker, as lakeFS's GC does.
-    ``SlowDown`` (the request's or a key's) and 503 are throttling; other 5xx, ``InternalError``,
-    ``RequestTimeout`` and connection failures are transient; both are retried. Any other failure
-    of a request marks every key of its batch ``failed``.
-    """
-
-    def __init__(
-        self,
-        client: Any,
-        bucket: str,
-        namespace_key: str,
-        *,
-        max_batch: int = S3_MAX_BATCH,
-        throttle: Throttle | None = None,
-    ) -> None:
-        super().__init__(max_batch, S3_MAX_BATCH, throttle)
-        self.client = client
-        self.bucket = bucket
-        self.prefix = _key_prefix(namespace_key)
-
-    def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
-        from botocore.exceptions import BotoCoreError, ClientError, HTTPClientError
-        from botocore.exceptions import ConnectionError as BotoConnectionError
-
-        by_key = {self.prefix + a: a for a in addresses}
-        try:
-            response = self.client.delete_objects(
-                Bucket=self.bucket,
-                Delete={"Objects": [{"Key": k} for k in by_key], "Quiet": False},
-            )
-        except ClientError as e:
-            error = f"DeleteObjects failed: {e}"
-            status = int(e.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0)
-            code = str(e.response.get("Error", {}).get("Code", ""))
-            throttled = status == 503 or code in S3_THROTTLE_CODES
-            if throttled or status >= 500 or code in S3_TRANSIENT_CODES:
-                return dict.fromkeys(addresses, Retry(error, throttled))
-            return {a: DeleteOutcome(a, "failed", error) for a in addresses}
-        except (BotoConnectionError, HTTPClientError) as e:
-            return dict.fromkeys(addresses, Retry(f"DeleteObjects failed: {e}", False))
-        except BotoCoreError as e:
-            return {a: DeleteOutcome(a, "failed", f"DeleteObjects failed: {e}") for a in addresses}
-        outcomes: BatchAnswer = {}
-        for deleted in response.get("Deleted", []):
-            address = by_key.get(deleted.get("Key", ""))
-            if address is not None:
-                outcomes[address] = DeleteOutcome(address, "deleted")
-        for error in response.get("Errors", []):
-            address = by_key.get(error.get("Key", ""))
-            if address is None:
-                continue
-            code = error.get("Code", "")
-            reason = f"{code}: {error.get('Message', '')}"
-            if code == "NoSuchKey":
-                outcomes[address] = DeleteOutcome(address, "missing")
-            elif code in S3_THROTTLE_CODES or code in S3_TRANSIENT_CODES:
-                outcomes[address] = Retry(reason, code in S3_THROTTLE_CODES)
-            else:
-                outcomes[address] = DeleteOutcome(address, "failed", reason)
-        return outcomes
-
-    def close(self) -> None:
-        self.client.close()
-
-
-class AzureBlobBulkDeleter(_BatchingDeleter):
+class AzureBlobBulkDeleter(BatchingDeleter):
     """Blob batch (``ContainerClient.delete_blobs``) with up to 256 blobs per request, snapshots
     included. Sub-response 202 is ``deleted``, 404 ``BlobNotFound`` ``missing``, anything else
     (a lease, a missing container, ...) ``failed`` with status, reason and error code.
@@ -268,7 +192,7 @@ class AzureBlobBulkDeleter(_BatchingDeleter):
     ) -> None:
         super().__init__(max_batch, AZURE_MAX_BATCH, throttle)
         self.container_client = container_client
-        self.prefix = _key_prefix(namespace_key)
+        self.prefix = key_prefix(namespace_key)
         self.cutoff = not_modified_since
 
     def _delete_batch(self, addresses: list[str]) -> BatchAnswer:
@@ -331,7 +255,7 @@ def _first_line(error: Exception) -> str:
     return str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
 
 
-class LocalBulkDeleter(_BatchingDeleter):
+class LocalBulkDeleter(BatchingDeleter):
     """``os.unlink`` under a local namespace directory (lakeFS's local blockstore, tests).
 
     Besides the key check, a file is refused when its directory resolves outside the namespace
@@ -371,29 +295,3 @@ class LocalBulkDeleter(_BatchingDeleter):
         except OSError as e:
             return DeleteOutcome(address, "failed", f"{type(e).__name__}: {e.strerror or e}")
         return DeleteOutcome(address, "deleted")
-
-
-def deleter_for(
-    namespace: StorageLocation,
-    options: StorageOptions,
-    *,
-    throttle: Throttle | None = None,
-    not_modified_since: datetime | None = None,
-) -> BulkDeleter:
-    """The bulk deleter for a repository's storage namespace (one per executor task), its SDK
-    client without SDK retries: ``throttle`` (default: a :class:`Throttle` of its own) retries.
-    ``not_modified_since`` (the mark's cutoff) refuses objects written since, where the store
-    can tell in the delete path (Azure, local; see the module docstring)."""
-    if namespace.kind == "s3":
-        client = s3_client(options.s3, retries=S3_DELETE_RETRIES)
-        return S3BulkDeleter(client, namespace.container, namespace.key, throttle=throttle)
-    if namespace.kind == "azure":
-        container = azure_container_client(namespace, options.azure, retry_total=0)
-        return AzureBlobBulkDeleter(
-            container, namespace.key, throttle=throttle, not_modified_since=not_modified_since
-        )
-    if namespace.kind == "local":
-        return LocalBulkDeleter(namespace.key, throttle=throttle, not_modified_since=not_modified_since)
-    raise StorageError(
-        f"cannot delete from {namespace}: bulk deletes for storage kind {namespace.kind!r} are not supported"
-    )
