@@ -3,12 +3,12 @@ answer read here, while botocore still resolves the endpoint, signs, checksums, 
 for error statuses.
 
 Why the wire is ours: a sweep is a stream of 1000-key ``DeleteObjects`` requests, and botocore's
-model-driven machinery cost about 34 ms of CPU per request (bench/README.md, "Sweep"): validating
-1000 parameter structures (28 % of it), serialising them through ElementTree (34 %) and parsing
-the 1000 ``<Deleted>`` entries of the answer shape by shape (35 %). At S3's latencies a sweep
-task waits on requests in flight, so that CPU, not the store, bounded how fast the executors
-deleted. A body written as one string join and an answer read by two regular expressions (the
-XML parser for anything unusual) cost a few milliseconds.
+model-driven machinery cost about 34 ms of CPU per request (bench/README.md, "Sweep (100,000
+objects)"): validating 1000 parameter structures (28 % of it), serialising them through
+ElementTree (34 %) and parsing the 1000 ``<Deleted>`` entries of the answer shape by shape (35 %).
+At S3's latencies a sweep task waits on requests in flight, so that CPU, not the store, bounded
+how fast the executors deleted. A body written as one string join and an answer read by two
+regular expressions (the XML parser for anything unusual) cost a few milliseconds.
 
 How, through botocore's event hooks on the deleter's client (:func:`install`):
 
