@@ -44,6 +44,7 @@ from pyspark.sql.streaming.datasource import (
 
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.events.model import EVENT_DDL, EVENT_SCHEMA
+from lakefs_gc.events.prefetch import SpoolPrefetcher
 from lakefs_gc.events.queues import EventQueue, QueueConfig, QueueError, QueueMessage, open_queue
 from lakefs_gc.events.routing import (
     EventRoute,
@@ -86,6 +87,8 @@ class EventSourceConfig:
     spool: str  # a directory or location URI; survives restarts with the checkpoint (messages not yet acked)
     max_messages_per_batch: int = 10_000  # bounds a batch's memory and the spool file's size
     receive_wait_seconds: float = 1.0  # long-poll per receive; a drain ends on an empty receive
+    #: spool files drained ahead of a running query (events.prefetch); 0: drain in latestOffset
+    prefetch_files: int = 2
     spool_storage: StorageOptions = field(default_factory=StorageOptions)  # reaching the spool
 
     def __post_init__(self) -> None:
@@ -143,11 +146,13 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.config = config
         self.spool = spool_of(config)
         self._queue: EventQueue | None = None  # opened on first use (driver reader only)
+        self._prefetcher: SpoolPrefetcher | None = None  # a running query's (driver reader only)
         self._run_started: datetime | None = None  # set for an availableNow run
         self._exhausted = False  # an availableNow run has drained what was there when it started
 
     def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_queue": None}  # clients hold locks: never pickled (spark-data-sources.md)
+        # clients and threads hold locks: never pickled (spark-data-sources.md)
+        return {**self.__dict__, "_queue": None, "_prefetcher": None}
 
     def initialOffset(self) -> dict[str, Any]:
         return {"spool": 0}
@@ -161,6 +166,8 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
         begin = int(start["spool"])
+        if self._run_started is None and self.config.prefetch_files > 0:
+            return self._prefetched(start, limit)
         if self._run_started is None:
             # Spark asks for the next offset only after the batch ending at ``start`` is in its
             # commit log, so its messages can go now rather than when the next batch is planned:
@@ -173,18 +180,30 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             return {"spool": leftover[-1]}
         if self._exhausted:
             return dict(start)
-        if isinstance(limit, ReadMaxRows):
-            cap = max(1, limit.max_rows)
-        elif isinstance(limit, ReadAllAvailable):  # Trigger.Once: a queue fed all along has no "all"
-            cap = self.config.max_messages_per_batch
-        else:
-            raise GcError(f"{self.config.name}: unsupported read limit {limit!r}")
-        messages = self._drain(cap)
+        messages = self._drain(self._cap(limit))
         if not messages:
             return dict(start)
         seq = max([begin, *self.spool.sequences()]) + 1
         self.spool.write(seq, messages, datetime.now(timezone.utc))
         return {"spool": seq}
+
+    def _prefetched(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
+        """A running query's next batch: the spool files the prefetcher drained meanwhile."""
+        begin = int(start["spool"])
+        if self._prefetcher is None:
+            self._prefetcher = SpoolPrefetcher(
+                self.config.name, self.queue, self.spool, after=begin, cap=self.config.max_messages_per_batch,
+                wait_seconds=self.config.receive_wait_seconds, ahead=self.config.prefetch_files,
+            )  # fmt: skip
+        end = self._prefetcher.take(begin, self._cap(limit), timeout=self.config.receive_wait_seconds)
+        return dict(start) if end is None else {"spool": end}
+
+    def _cap(self, limit: ReadLimit) -> int:
+        if isinstance(limit, ReadMaxRows):
+            return max(1, limit.max_rows)
+        if isinstance(limit, ReadAllAvailable):  # Trigger.Once: a queue fed all along has no "all"
+            return self.config.max_messages_per_batch
+        raise GcError(f"{self.config.name}: unsupported read limit {limit!r}")
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[InputPartition]:
         begin, last = int(start["spool"]), int(end["spool"])
@@ -203,9 +222,15 @@ class EventStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def commit(self, end: dict[str, Any]) -> None:
         """Delete the messages of every spool file up to ``end`` from the queue, then the file."""
-        self._acknowledge_through(int(end["spool"]))
+        if self._prefetcher is not None:
+            self._prefetcher.acknowledge_through(int(end["spool"]))
+        else:
+            self._acknowledge_through(int(end["spool"]))
 
     def stop(self) -> None:
+        if self._prefetcher is not None:
+            self._prefetcher.stop()
+            self._prefetcher = None
         if self._queue is not None:
             self._queue.close()
             self._queue = None
