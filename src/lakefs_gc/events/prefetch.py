@@ -37,6 +37,9 @@ log = logging.getLogger(__name__)
 
 #: seconds the thread waits before trying a failed acknowledgement again
 ACK_RETRY_S = 5.0
+#: seconds between receives that find nothing, besides the receive's own wait (a queue asked with
+#: no long poll would otherwise be asked again at once, for as long as it stays empty)
+IDLE_S = 0.25
 
 
 @dataclass
@@ -140,8 +143,9 @@ class SpoolPrefetcher:
                     room = self._room()
                 if due:
                     self._acknowledge(due)
-                elif room:
-                    self._drain()
+                elif room and not self._drain():
+                    with self._cond:  # an empty queue: woken early by take() or an acknowledgement
+                        self._cond.wait(IDLE_S)
         except BaseException as e:  # handed to Spark's thread by take()
             with self._cond:
                 self._error = e
@@ -176,8 +180,8 @@ class SpoolPrefetcher:
             with self._cond:
                 del self._files[file.seq]
 
-    def _drain(self) -> None:
-        """Receive until the queue is empty or a file is full; spool what came."""
+    def _drain(self) -> bool:
+        """Receive until the queue is empty or a file is full; spool what came; False: nothing came."""
         drained: list[QueueMessage] = []
         while len(drained) < self._cap:
             got = self._queue().receive(self._cap - len(drained), self._wait if not drained else 0)
@@ -191,10 +195,11 @@ class SpoolPrefetcher:
             with self._cond:
                 self._drained = True
                 self._cond.notify_all()
-            return
+            return False
         seq = self._next
         self._spool.write(seq, drained, datetime.now(timezone.utc))
         with self._cond:
             self._files[seq] = _File(seq, len(drained), [m.receipt for m in drained])
             self._next, self._drained = seq + 1, True
             self._cond.notify_all()
+        return True
