@@ -201,8 +201,12 @@ def serve_moto(as_is: bool) -> int:
     from moto.sqs.models import Message, sqs_backends
     from werkzeug.serving import make_server
 
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the test kit: tests/support
+    from tests.support.servers import serialize_moto_sqs, sqs_lock
+
     if not as_is:
         faster_moto_sqs()
+    serialize_moto_sqs()  # the adapters keep several requests in flight; moto's queues have no lock
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
     server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
@@ -215,10 +219,11 @@ def serve_moto(as_is: bool) -> int:
         command = json.loads(line)
         queue = backend.get_queue(command["queue"])
         if command["op"] == "fill":
-            for i in range(command["start"], command["start"] + command["n"]):
-                message = Message(str(uuid.uuid4()), s3_body(i))
-                message.mark_sent(delay_seconds=0)
-                queue.add_message(message)
+            with sqs_lock():  # beside the requests in flight
+                for i in range(command["start"], command["start"] + command["n"]):
+                    message = Message(str(uuid.uuid4()), s3_body(i))
+                    message.mark_sent(delay_seconds=0)
+                    queue.add_message(message)
         print(json.dumps({"depth": len(queue._messages)}), flush=True)
     return 0
 

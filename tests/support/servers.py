@@ -96,6 +96,12 @@ _MOTO_SQS_CALLS = (
 )
 
 
+def sqs_lock() -> threading.Condition:
+    """The lock :func:`serialize_moto_sqs` takes around moto's SQS calls, for code that changes
+    moto's queues directly (a benchmark filling one through the backend)."""
+    return _MOTO_SQS
+
+
 def serialize_moto_sqs() -> None:
     """Make moto's SQS hand each message to one receive at a time, as SQS does.
 
