@@ -290,6 +290,9 @@ def print_report(result: dict[str, Any]) -> None:
           f"loop {loop['seconds']:.1f} s, ours {ours['seconds']:.1f} s "
           f"({loop['seconds'] / ours['seconds']:.1f}x), deleted {ours['deleted']:,}, "
           f"failed {ours['failed']}\n")  # fmt: skip
+        if ours.get("deleting_seconds"):
+            phase = ours["deleting_seconds"]
+            w(f"  its deleting phase: {phase:.1f} s ({loop['seconds'] / phase:.1f}x the loop)\n")
     total = sum(result.get(k, {}).get("seconds", 0.0) for k in ("mark",)) + (
         sweep["sweep"]["seconds"] if sweep else 0.0
     )
