@@ -20,7 +20,10 @@ computes every queue attribute, each a scan of the queue with two ``datetime`` c
 delete at 20K deep). A 20K-deep queue therefore measures the emulators, not us. So the N
 messages go in rounds of ``--depth`` (default 1000: what a trigger interval brings at 100
 events/s), each put straight into the queue before the round (SQS: into moto's backend, in its
-own process; Azurite: ``send_message`` from 4 threads) and not timed. In its own process moto's
+own process; Azurite: ``send_message`` from 4 threads) and not timed. moto answers on this
+machine's CPU, which Spark needs too; ``--sqs-latency-ms`` adds a round trip to every SQS request
+instead (a sleep, requests overlap), so that waiting on the queue, not sharing 2 cores with it, is
+what the paths differ by, as against SQS. In its own process moto's
 SQS also gets three equivalent but faster helpers (``--moto-as-is`` keeps moto's): a
 ``time.time()`` clock, a retention check that reads the retention period instead of computing
 every attribute, and a receipt-handle check that builds no list. CPU seconds of this driver, of
@@ -44,6 +47,7 @@ For comparison, an uncached mark (no sweep) runs before the first cycle and afte
     python bench/stream.py [--events N] [--depth N] [--sources sqs,azure] [--objects N]
                            [--new-fraction F] [--no-events] [--no-gc] [--no-uncached]
                            [--workdir DIR] [--master local[2]] [--json FILE] [--moto-as-is]
+                           [--sqs-latency-ms MS]
 
 Results and how to read them: bench/README.md.
 """
@@ -186,7 +190,7 @@ def faster_moto_sqs() -> None:
     models.Message.had_receipt_handle = had_receipt_handle
 
 
-def serve_moto(as_is: bool) -> int:
+def serve_moto(as_is: bool, latency_ms: int = 0) -> int:
     """Child mode: moto (SQS) on a free port; stdin commands fill a queue through the backend
     (``{"op": "fill", "queue", "start", "n"}``) and report its depth (``{"op": "depth"}``)."""
     import logging
@@ -209,7 +213,13 @@ def serve_moto(as_is: bool) -> int:
     serialize_moto_sqs()  # the adapters keep several requests in flight; moto's queues have no lock
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     app = DomainDispatcherApplication(create_backend_app)
-    server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=MotoRequestHandler)
+
+    def delayed(environ: dict[str, Any], start_response: Any) -> Any:
+        time.sleep(latency_ms / 1000)  # SQS's round trip; releases the GIL, so requests overlap
+        return app(environ, start_response)
+
+    served = delayed if latency_ms else app
+    server = make_server("127.0.0.1", 0, served, threaded=True, request_handler=MotoRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
     print(json.dumps({"endpoint": f"http://127.0.0.1:{server.server_address[1]}", "pid": os.getpid()}),
@@ -523,13 +533,14 @@ def bench_source(
 
 
 @contextmanager
-def sqs_source(as_is: bool) -> Iterator[Source]:
+def sqs_source(as_is: bool, latency_ms: int = 0) -> Iterator[Source]:
     import boto3
     from pydantic import SecretStr
 
     from lakefs_gc.events.queues import QueueConfig
 
-    argv = [sys.executable, str(HERE), "--serve-moto"] + (["--moto-as-is"] if as_is else [])
+    argv = [sys.executable, str(HERE), "--serve-moto", "--sqs-latency-ms", str(latency_ms)]
+    argv += ["--moto-as-is"] if as_is else []
     with child(argv) as moto:
         endpoint = moto.info["endpoint"]
         sqs = boto3.client("sqs", endpoint_url=endpoint, region_name="us-east-1",
@@ -587,9 +598,10 @@ def azure_source() -> Iterator[Source]:
 
 
 def bench_events(spark: Any, args: Any, run_dir: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"events": args.events, "depth": args.depth, "moto_as_is": args.moto_as_is}
+    out: dict[str, Any] = {"events": args.events, "depth": args.depth, "moto_as_is": args.moto_as_is,
+                           "sqs_latency_ms": args.sqs_latency_ms}  # fmt: skip
     for kind in args.sources.split(","):
-        opened = partial(sqs_source, args.moto_as_is) if kind == "sqs" else azure_source
+        opened = partial(sqs_source, args.moto_as_is, args.sqs_latency_ms) if kind == "sqs" else azure_source
         out[kind] = bench_source(spark, kind, opened, args, run_dir)
     return out
 
@@ -870,6 +882,8 @@ def main() -> int:
     parser.add_argument("--no-gc", action="store_true")
     parser.add_argument("--no-uncached", action="store_true", help="skip the two uncached comparison marks")
     parser.add_argument("--moto-as-is", action="store_true", help="keep moto's slow SQS helpers")
+    parser.add_argument("--sqs-latency-ms", type=int, default=0,
+                        help="added to every SQS request, as SQS's round trip (default 0)")  # fmt: skip
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-bench"),
                         help="synthetic repositories are kept and reused here (as by mark.py)")  # fmt: skip
@@ -877,7 +891,7 @@ def main() -> int:
     parser.add_argument("--serve-moto", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.serve_moto:
-        return serve_moto(args.moto_as_is)
+        return serve_moto(args.moto_as_is, args.sqs_latency_ms)
     workdir = args.workdir.resolve()
     workdir.mkdir(parents=True, exist_ok=True)
     loadavg = Path("/proc/loadavg").read_text().strip()
