@@ -233,12 +233,15 @@ def serve_moto(latency_ms: int) -> int:
     app = DomainDispatcherApplication(create_backend_app)
 
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
+    lock = threading.Lock()  # moto's S3 backend is not thread-safe (a listing racing deletes fails)
 
     def served(environ: dict[str, Any], start_response: Any) -> Any:
         if environ["REQUEST_METHOD"] == "POST" and "delete" in environ.get("QUERY_STRING", ""):
-            time.sleep(latency_ms / 1000)  # releases the GIL: concurrent requests overlap, as on S3
-            return lean_delete_objects(backend, environ, start_response)
-        return app(environ, start_response)
+            time.sleep(latency_ms / 1000)  # outside the lock: concurrent requests overlap, as on S3
+            with lock:
+                return lean_delete_objects(backend, environ, start_response)
+        with lock:
+            return list(app(environ, start_response))
 
     server = make_server("127.0.0.1", 0, served, threaded=True, request_handler=MotoRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -249,11 +252,13 @@ def serve_moto(latency_ms: int) -> int:
         command = json.loads(line)
         bucket = command["bucket"]
         if command["op"] == "seed":
-            for key in bench_keys(command["prefix"], command["n"]):
-                backend.put_object(bucket, key, b"0123456789abcdef")
+            with lock:
+                for key in bench_keys(command["prefix"], command["n"]):
+                    backend.put_object(bucket, key, b"0123456789abcdef")
             print(json.dumps({"seeded": command["n"]}), flush=True)
         elif command["op"] == "count":
-            count = sum(1 for k in backend.get_bucket(bucket).keys if k.startswith(command["prefix"]))
+            with lock:
+                count = sum(1 for k in backend.get_bucket(bucket).keys if k.startswith(command["prefix"]))
             print(json.dumps({"count": count}), flush=True)
     return 0
 
