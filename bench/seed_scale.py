@@ -240,15 +240,17 @@ def bench_cycles(
     ``--new-fraction`` more commits and objects."""
     from stream import add_commits, gc_cycle
 
+    from lakefs_gc.lakefs.commit_graph import CommitCache
     from lakefs_gc.spark.mark.range_cache import RangeCache
 
     servers = {"lakeFS test server": server.proc.pid}
+    commits = CommitCache()  # the service keeps one for its life
     cache = RangeCache.for_repository(args.workdir / "service-state" / shape.tag, REPOSITORY)
     say("cycles: first")
-    first = gc_cycle(spark, settings, cache, servers, sweep=False)
+    first = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
     added = add_commits(server.info, shape, args.new_fraction, int(repo.report.get("tables") or 1))
     say("cycles: after the new commits")
-    second = gc_cycle(spark, settings, cache, servers, sweep=False)
+    second = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
     ratio = round(second["seconds"] / first["seconds"], 3) if first["seconds"] else None
     return {"first": first, "added": added, "second": second, "ratio": ratio}
 
