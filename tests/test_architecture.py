@@ -111,7 +111,9 @@ def _cited_files() -> list[Path]:
 
 
 def _doc(name: str) -> Path | None:
-    path = REPO_ROOT / name if name.startswith("docs/") else None
+    """The file a reference names: a path from the repository's root (``docs/x.md``,
+    ``bench/README.md``), else the one file of that name under docs/."""
+    path = REPO_ROOT / name if "/" in name else None
     if path is not None and path.is_file():
         return path
     matches = [p for p in DOCS.rglob(Path(name).name) if p.is_file()]
