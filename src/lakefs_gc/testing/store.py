@@ -16,6 +16,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+#: at most this many commits kept read (~0.5 KB each)
+COMMIT_CACHE = 200_000
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS repositories (
     id TEXT PRIMARY KEY, storage_namespace TEXT NOT NULL, default_branch TEXT NOT NULL,
@@ -103,6 +106,9 @@ class Store:
         self._db.execute("PRAGMA synchronous=NORMAL")
         self._db.executescript(SCHEMA)
         self._lock = threading.RLock()
+        #: commits read, by (repository, id): a commit id names its content, so an entry never goes
+        #: stale; a log walks the whole ancestry per call, 30K rows at lakeFS's bottom-line scale
+        self._commits: dict[tuple[str, str], CommitRow] = {}
 
     def close(self) -> None:
         with self._lock:
@@ -155,6 +161,7 @@ class Store:
             db.execute("DELETE FROM gc_rules WHERE repo=?", (repo,))
             db.execute("DELETE FROM tasks WHERE repo=?", (repo,))
             db.execute("DELETE FROM repositories WHERE id=?", (repo,))
+            self._commits = {k: c for k, c in self._commits.items() if k[0] != repo}
 
     def repository_metadata(self, repo: str) -> dict[str, str]:
         with self._lock:
@@ -212,10 +219,19 @@ class Store:
 
     def get_commit(self, repo: str, commit_id: str) -> CommitRow | None:
         with self._lock:
+            if (known := self._commits.get((repo, commit_id))) is not None:
+                return known
             row = self._db.execute(
                 "SELECT * FROM commits WHERE repo=? AND id=?", (repo, commit_id)
             ).fetchone()
-        return None if row is None else _commit(row)
+            if row is None:
+                return None
+            commit = _commit(row)
+            if not self._db.in_transaction:  # a row of an open transaction may yet be rolled back
+                if len(self._commits) >= COMMIT_CACHE:
+                    self._commits.clear()
+                self._commits[(repo, commit_id)] = commit
+        return commit
 
     def find_commits_by_prefix(self, repo: str, prefix: str) -> list[str]:
         with self._lock:
