@@ -17,10 +17,22 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lakefs_gc.errors import SSTableFormatError
-from lakefs_gc.sstable import AddressType, Entry, SSTableReader, TableWriter, iter_range_addresses
-from lakefs_gc.sstable.addresses import block_addresses, range_address_blocks
+from lakefs_gc.sstable import (
+    AddressType,
+    Entry,
+    SSTableReader,
+    TableWriter,
+    iter_range_addresses,
+    iter_range_entries,
+)
+from lakefs_gc.sstable.addresses import (
+    block_addresses,
+    block_path_sizes,
+    range_address_blocks,
+    range_path_size_blocks,
+)
 from lakefs_gc.sstable.block import BlockBuilder, decode_block
-from lakefs_gc.sstable.catalog import decode_address, encode_entry, entry_identity
+from lakefs_gc.sstable.catalog import decode_address, decode_entry, encode_entry, entry_identity
 from lakefs_gc.sstable.format import INTERNAL_KEY_TRAILER
 from lakefs_gc.sstable.graveler import marshal_value, unmarshal_value
 from lakefs_gc.sstable.protobuf import put_bytes_field, put_varint_field
@@ -167,3 +179,75 @@ def test_a_corrupt_range_fails_with_its_name_and_key() -> None:
     with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'") as err:
         list(range_address_blocks(reader, tagged))
     assert err.value.name == "r.sst"
+
+
+# ---- (path, size): the identity-twin guard's view of a HEAD tree ----------------------------
+
+
+def general_path_sizes(block: bytes) -> list[tuple[str, int]]:
+    """What the general decoders make of one block's paths and sizes."""
+    out = []
+    for ikey, value in decode_block(block):
+        if len(ikey) < len(INTERNAL_KEY_TRAILER):
+            raise ValueError("short key")
+        data = unmarshal_value(value)[1]
+        decode_address(data)  # what the fast path checks of the rest of the entry
+        out.append((ikey[: -len(INTERNAL_KEY_TRAILER)].decode(), decode_entry(data).size))
+    return out
+
+
+@given(st.lists(entries, min_size=1, max_size=30), st.integers(min_value=1, max_value=16))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared cores
+def test_paths_and_sizes_agree_with_the_general_path(items: list[Entry], interval: int) -> None:
+    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], interval)
+    assert block_path_sizes(block) == general_path_sizes(block)
+    assert [s for _, s in block_path_sizes(block)] == [e.size for e in items]
+
+
+def test_paths_and_sizes_of_unusual_encodings() -> None:
+    negative = marshal_value(b"", put_bytes_field(1, b"n") + put_varint_field(3, (1 << 64) - 5))
+    twice = marshal_value(b"", put_varint_field(3, 7) + put_bytes_field(1, b"t") + put_varint_field(3, 9))
+    block = block_of([*odd_values(), negative, twice])
+    assert block_path_sizes(block) == general_path_sizes(block)
+    assert block_path_sizes(block)[-2:] == [("path/000008", -5), ("path/000009", 9)]
+
+
+def test_every_single_byte_corruption_is_decided_alike_for_paths_and_sizes() -> None:
+    items = [
+        Entry(f"data/slice/{i:04d}", AddressType(i % 3), size=i * 1000, etag=f"{i:x}", last_modified_ns=i,
+              content_type="t", metadata={"k": "v"} if i % 2 else {})
+        for i in range(6)
+    ]  # fmt: skip
+    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], 2)
+    rng = random.Random(19)
+    for pos in range(len(block)):
+        for byte in {block[pos] ^ 0xFF, 0, 0x7F, 0x80, rng.randrange(256)}:
+            bad = block[:pos] + bytes([byte]) + block[pos + 1 :]
+            fast = outcome(block_path_sizes, bad)
+            general_answer = outcome(general_path_sizes, bad)
+            # the fast path reads no etag, metadata or timestamp: where only those are broken the
+            # general decoder alone rejects; anywhere else both decide alike
+            assert fast == general_answer or fast != "rejected", (pos, byte)
+            if fast != "rejected" and general_answer != "rejected":
+                assert fast == general_answer, (pos, byte)
+
+
+def test_same_paths_and_sizes_as_the_general_reader(lakefs_sstables: Path) -> None:
+    for name in ("range.sst", "ok1.sst", "56569996.sst"):
+        with SSTableReader(lakefs_sstables / name) as reader:
+            expected = [(k.decode(), e.size) for k, e in iter_range_entries(reader)]
+        with SSTableReader(lakefs_sstables / name) as reader:
+            fast = [ps for block in range_path_size_blocks(reader) for ps in block]
+        assert fast == expected and expected, name
+
+
+def test_a_corrupt_range_fails_the_paths_too() -> None:
+    out = io.BytesIO()
+    writer = TableWriter(out, compress=False)
+    for i in range(3):
+        address = b"\xff" if i == 1 else b"data/x/%d" % i
+        writer.add(b"k/%d" % i, marshal_value(b"", put_bytes_field(1, address) + put_varint_field(6, 1)))
+    writer.finish({})
+    reader = SSTableReader(out.getvalue(), name="r.sst")
+    with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
+        list(range_path_size_blocks(reader))
