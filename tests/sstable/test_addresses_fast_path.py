@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -142,18 +143,23 @@ def test_rejects_what_the_general_path_rejects(value: bytes) -> None:
 def test_every_single_byte_corruption_is_decided_alike() -> None:
     """Flip, zero or max out each byte of a block (the CRC would catch this on disk; the
     decoders must still never disagree on a block the writer could have produced wrongly)."""
+    for pos, byte, bad in corruptions(17):
+        fast = outcome(lambda b: block_addresses(b, tagged), bad)
+        assert fast == outcome(general, bad), (pos, byte)
+
+
+def corruptions(seed: int) -> Iterator[tuple[int, int, bytes]]:
+    """``(position, byte, block)``: a 6-entry block with one byte flipped, zeroed or maxed out."""
     items = [
         Entry(f"data/slice/{i:04d}", AddressType(i % 3), size=i * 1000, etag=f"{i:x}", last_modified_ns=i,
               content_type="t", metadata={"k": "v"} if i % 2 else {})
         for i in range(6)
     ]  # fmt: skip
     block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], 2)
-    rng = random.Random(17)
+    rng = random.Random(seed)
     for pos in range(len(block)):
         for byte in {block[pos] ^ 0xFF, 0, 0x7F, 0x80, rng.randrange(256)}:
-            bad = block[:pos] + bytes([byte]) + block[pos + 1 :]
-            fast = outcome(lambda b: block_addresses(b, tagged), bad)
-            assert fast == outcome(general, bad), (pos, byte)
+            yield pos, byte, block[:pos] + bytes([byte]) + block[pos + 1 :]
 
 
 def test_same_addresses_as_the_general_reader(lakefs_sstables: Path) -> None:
@@ -169,13 +175,7 @@ def test_same_addresses_as_the_general_reader(lakefs_sstables: Path) -> None:
 
 def test_a_corrupt_range_fails_with_its_name_and_key() -> None:
     """An address that is not UTF-8, in a block whose CRC is right: the general decoder's error."""
-    out = io.BytesIO()
-    writer = TableWriter(out, compress=False)
-    for i in range(3):
-        address = b"\xff" if i == 1 else b"data/x/%d" % i
-        writer.add(b"k/%d" % i, marshal_value(b"", put_bytes_field(1, address) + put_varint_field(6, 1)))
-    writer.finish({})
-    reader = SSTableReader(out.getvalue(), name="r.sst")
+    reader = range_with_a_bad_address()
     with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'") as err:
         list(range_address_blocks(reader, tagged))
     assert err.value.name == "r.sst"
@@ -213,23 +213,14 @@ def test_paths_and_sizes_of_unusual_encodings() -> None:
 
 
 def test_every_single_byte_corruption_is_decided_alike_for_paths_and_sizes() -> None:
-    items = [
-        Entry(f"data/slice/{i:04d}", AddressType(i % 3), size=i * 1000, etag=f"{i:x}", last_modified_ns=i,
-              content_type="t", metadata={"k": "v"} if i % 2 else {})
-        for i in range(6)
-    ]  # fmt: skip
-    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], 2)
-    rng = random.Random(19)
-    for pos in range(len(block)):
-        for byte in {block[pos] ^ 0xFF, 0, 0x7F, 0x80, rng.randrange(256)}:
-            bad = block[:pos] + bytes([byte]) + block[pos + 1 :]
-            fast = outcome(block_path_sizes, bad)
-            general_answer = outcome(general_path_sizes, bad)
-            # the fast path reads no etag, metadata or timestamp: where only those are broken the
-            # general decoder alone rejects; anywhere else both decide alike
-            assert fast == general_answer or fast != "rejected", (pos, byte)
-            if fast != "rejected" and general_answer != "rejected":
-                assert fast == general_answer, (pos, byte)
+    for pos, byte, bad in corruptions(19):
+        fast = outcome(block_path_sizes, bad)
+        general_answer = outcome(general_path_sizes, bad)
+        # the fast path reads no etag, metadata or timestamp: where only those are broken the
+        # general decoder alone rejects; anywhere else both decide alike
+        assert fast == general_answer or fast != "rejected", (pos, byte)
+        if fast != "rejected" and general_answer != "rejected":
+            assert fast == general_answer, (pos, byte)
 
 
 def test_same_paths_and_sizes_as_the_general_reader(lakefs_sstables: Path) -> None:
@@ -242,12 +233,16 @@ def test_same_paths_and_sizes_as_the_general_reader(lakefs_sstables: Path) -> No
 
 
 def test_a_corrupt_range_fails_the_paths_too() -> None:
+    with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
+        list(range_path_size_blocks(range_with_a_bad_address()))
+
+
+def range_with_a_bad_address() -> SSTableReader:
+    """Three entries, the second's address not UTF-8, in blocks whose CRC is right."""
     out = io.BytesIO()
     writer = TableWriter(out, compress=False)
     for i in range(3):
         address = b"\xff" if i == 1 else b"data/x/%d" % i
         writer.add(b"k/%d" % i, marshal_value(b"", put_bytes_field(1, address) + put_varint_field(6, 1)))
     writer.finish({})
-    reader = SSTableReader(out.getvalue(), name="r.sst")
-    with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
-        list(range_path_size_blocks(reader))
+    return SSTableReader(out.getvalue(), name="r.sst")

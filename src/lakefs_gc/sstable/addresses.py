@@ -22,7 +22,7 @@ the fast path never returns a partial block.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 from lakefs_gc.errors import SSTableFormatError
 from lakefs_gc.sstable.block import BlockCorruption, decode_block
@@ -43,6 +43,8 @@ _TYPE_FIXED64_TAG = 6 << 3 | 1  # a generic protobuf reader takes these as ints 
 _TYPE_FIXED32_TAG = 6 << 3 | 5
 _SIZE_TAG = 3 << 3  # field 3, varint (int64)
 
+T = TypeVar("T")
+
 #: what to keep of a non-RELATIVE address: ``(address, address_type) -> key or None (drop it)``
 KeepAddress = Callable[[str, int], "str | None"]
 
@@ -57,20 +59,20 @@ def range_address_blocks(reader: SSTableReader, keep: KeepAddress) -> Iterator[l
     RELATIVE addresses are taken as they are; any other is passed to ``keep`` with its type,
     which returns what to take instead or ``None`` to drop it.
     """
-    for handle in reader.data_block_handles():
-        block = reader.read_block(handle)
-        try:
-            yield block_addresses(block, keep)
-        except (_Malformed, IndexError, ValueError) as e:
-            _raise_general(reader, handle, block, e)
+    return _blocks(reader, lambda block: block_addresses(block, keep))
 
 
 def range_path_size_blocks(reader: SSTableReader) -> Iterator[list[tuple[str, int]]]:
     """``(path, size)`` of every entry of a range, one list per data block, in key order."""
+    return _blocks(reader, block_path_sizes)
+
+
+def _blocks(reader: SSTableReader, decode: Callable[[bytes], list[T]]) -> Iterator[list[T]]:
+    """``decode`` of each data block; a block it cannot decode is re-read by the general path."""
     for handle in reader.data_block_handles():
         block = reader.read_block(handle)
         try:
-            yield block_path_sizes(block)
+            yield decode(block)
         except (_Malformed, IndexError, ValueError) as e:
             _raise_general(reader, handle, block, e)
 
