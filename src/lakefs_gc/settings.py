@@ -69,6 +69,15 @@ class GcOptions(BaseModel):
         description="Storage prices per GiB-month ('<blockstore>/<class>': decimal string, e.g. "
         "'s3/STANDARD': '0.023') over the approximate defaults of the mark's cost estimate.",
     )
+    trust_checksums: bool = Field(
+        default=False,
+        description="Let the identity-twin guard rule a pair out without asking lakeFS when the two "
+        "objects' bytes are proven different (an S3 inventory with the ETag and EncryptionStatus "
+        "fields: single-part ETags under NOT-SSE/SSE-S3 are the bytes' MD5). It assumes every checksum "
+        "lakeFS recorded describes its own object's bytes; a client linking objects under the MD5 of "
+        "other bytes would lose such a staged write (lakeFS drops it at the next commit anyway). "
+        "Without it, repositories with many branches keep most garbage unresolved.",
+    )
     max_inventory_age: timedelta = Field(
         default=timedelta(days=8),
         description="The newest inventory snapshot must be younger than this when the mark starts, or "
@@ -158,6 +167,7 @@ class GcOptions(BaseModel):
             prepare_commits_timeout=self.prepare_commits_timeout,
             inventory=self.inventory,
             max_inventory_age=self.max_inventory_age,
+            trust_checksums=self.trust_checksums,
             parallelism=parallelism,
             prices=dict(self.prices),
         )

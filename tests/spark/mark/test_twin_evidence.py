@@ -157,29 +157,31 @@ def deliver(env: GcEnv, destination: Path, encryption: str | None) -> None:
     )  # fmt: skip
 
 
-def mark(env: GcEnv, capsys: Capsys, destination: Path) -> dict[str, Any]:
-    argv = ["mark", "--repo", REPO, "--unsafe-min-age", "0s", "--output", "json"]
+def mark(env: GcEnv, capsys: Capsys, destination: Path, *extra: str) -> dict[str, Any]:
+    argv = ["mark", "--repo", REPO, "--unsafe-min-age", "0s", "--output", "json", *extra]
     code, lines, err = run_cli(capsys, *argv, "--inventory", str(destination), *env.args())
     assert code == 0, err
     return lines[0]
 
 
 @pytest.mark.parametrize(
-    ("encryption", "ruled_out", "stats"),
-    [("SSE-S3", 1, 2), ("NOT-SSE", 1, 2), ("SSE-KMS", 0, 2), (None, 0, 2)],
+    ("encryption", "trusted", "ruled_out"),
+    [("SSE-S3", True, 1), ("NOT-SSE", True, 1), ("SSE-KMS", True, 0), (None, True, 0), ("SSE-S3", False, 0)],
 )
 def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_twin(
-    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str | None, ruled_out: int, stats: int
+    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str | None, trusted: bool, ruled_out: int
 ) -> None:
+    """With ``--trust-checksums`` only: the guard is opt-in (a client could link bytes under the MD5
+    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before."""
     committed, twin, garbage = build(env)
     destination = tmp_path / "inventory"
     deliver(env, destination, encryption)
-    summary = mark(env, capsys, destination)["summary"]
+    summary = mark(env, capsys, destination, *(["--trust-checksums"] if trusted else []))["summary"]
     found = summary["identity_twins"]
     assert summary["num_deleted_objects"] == 1  # the reset upload, and only it
     assert summary["kept"]["identity_twin"]["objects"] == 1  # the twin main serves
     assert (found["live"], found["kept"], found["ruled_out"]) == (1, 0, ruled_out), found
-    assert found["stats"] == stats  # (main, a) and (dev, a): dev branched from the commit
+    assert found["stats"] == 2  # (main, a) and (dev, a), for the twin: dev branched from the commit
     assert found["released"] == 1 - ruled_out  # without evidence the reset upload is released by a stat
     assert (found["pairs"], found["ruled_out_bytes"]) == (4 - 2 * ruled_out, 10 * ruled_out)
     assert all((env.storage_root / REPO / a).exists() for a in (committed, twin, garbage)), (

@@ -287,7 +287,7 @@ class _MarkRun:
 
     def _guard_twins(self, classified: DataFrame, checked: CheckedCommits) -> DataFrame:
         """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`)."""
-        marked, objects = marked_with_evidence(classified)  # objects: the candidates' proven MD5s
+        marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
             return classified
