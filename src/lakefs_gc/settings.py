@@ -34,6 +34,7 @@ from lakefs_gc.storage.throttle import DEFAULT_MAX_RETRIES
 
 ENV_PREFIX = "LAKEFS_GC_"
 _SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories", "service")
+_DURATIONS = ("min_age", "unsafe_min_age", "prepare_commits_timeout", "max_inventory_age", "max_mark_age")
 
 
 class GcOptions(BaseModel):
@@ -71,12 +72,8 @@ class GcOptions(BaseModel):
     )
     trust_checksums: bool = Field(
         default=False,
-        description="Let the identity-twin guard rule a pair out without asking lakeFS when the two "
-        "objects' bytes are proven different (an S3 inventory with the ETag and EncryptionStatus "
-        "fields: single-part ETags under NOT-SSE/SSE-S3 are the bytes' MD5). It assumes every checksum "
-        "lakeFS recorded describes its own object's bytes; a client linking objects under the MD5 of "
-        "other bytes would lose such a staged write (lakeFS drops it at the next commit anyway). "
-        "Without it, repositories with many branches keep most garbage unresolved.",
+        description="Let the twin guard rule out pairs whose bytes an S3 inventory proves different, "
+        "trusting lakeFS's checksums (docs/formats/lakefs-export-hazards.md, 'Ruling twins out by content').",
     )
     max_inventory_age: timedelta = Field(
         default=timedelta(days=8),
@@ -139,14 +136,7 @@ class GcOptions(BaseModel):
         "(lakeFS's Scala job) cannot be checked and needs --force.",
     )
 
-    @field_validator(
-        "min_age",
-        "unsafe_min_age",
-        "prepare_commits_timeout",
-        "max_inventory_age",
-        "max_mark_age",
-        mode="before",
-    )
+    @field_validator(*_DURATIONS, mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return duration_field(value)

@@ -291,13 +291,11 @@ class _MarkRun:
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
             return classified
-        refs, repo = self.refs, self.repo
-        reader = MetadataReader(
-            refs.connection, repo.id, repo.storage_namespace, self.namespace, refs.storage
-        )
+        refs, repo, cache, ns = self.refs, self.repo, self.range_cache, self.namespace
+        reader = MetadataReader(refs.connection, repo.id, repo.storage_namespace, ns, refs.storage)
         trees = None
-        if self.range_cache is not None:  # the HEAD trees through the cache the mark has just updated
-            trees = CachedHeadTrees(self.range_cache, reader, self.stats.setdefault("range_cache", {}))
+        if cache is not None:  # the HEAD trees through the cache the mark has just updated
+            trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,
