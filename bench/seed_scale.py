@@ -8,7 +8,8 @@ objects, 1M garbage, "collected in about 3 hours on a cluster". This run, on loc
    (Parquet) describing its objects instead of the objects themselves, the way a namespace of
    that size is marked in production (20M files would need ~100 GB of disk). Synthesized once
    per shape and reused.
-2. **mark** with ``--inventory``: wall time of each phase (the mark's own progress lines: the
+2. **mark** with ``--inventory`` and ``--trust-checksums`` (``--no-trust-checksums``: without):
+   wall time of each phase (the mark's own progress lines: the
    uncommitted dump, active commits, metaranges, ranges, candidates, classification, report),
    the Spark stages, range entries decoded per second, peak RSS of the Python driver, the driver
    JVM and the Python workers; the marked set against the manifest's garbage set (in DuckDB, so
@@ -119,9 +120,11 @@ def synthesize(workdir: Path, shape: Spec) -> Synthesized:
 # ---- 2. mark -------------------------------------------------------------------------------
 
 
-def with_inventory(settings: Any, inventory: Path) -> Any:
-    """``settings`` marking from the inventory delivery at ``inventory`` (``--inventory``)."""
-    return settings.model_copy(update={"gc": settings.gc.model_copy(update={"inventory": str(inventory)})})
+def with_inventory(settings: Any, inventory: Path, *, trust_checksums: bool) -> Any:
+    """``settings`` marking from the inventory delivery at ``inventory`` (``--inventory``), with
+    ``--trust-checksums`` when asked (the synthesized inventory has ETag and EncryptionStatus)."""
+    gc = settings.gc.model_copy(update={"inventory": str(inventory), "trust_checksums": trust_checksums})
+    return settings.model_copy(update={"gc": gc})
 
 
 def compare_with_manifest(settings: Any, result: Any, repo: Synthesized) -> dict[str, Any]:
@@ -315,6 +318,10 @@ def main() -> int:
     parser.add_argument("--s3-latency-ms", type=int, default=100, help="added to each DeleteObjects")
     parser.add_argument("--sweep-partitions", type=int)
     parser.add_argument("--no-floor", action="store_true", help="skip the decode + DuckDB floor")
+    parser.add_argument(
+        "--no-trust-checksums", dest="trust_checksums", action="store_false",
+        help="mark without --trust-checksums (the identity-twin guard pairs on size alone)",
+    )  # fmt: skip
     parser.add_argument("--driver-memory", default="6g", help="spark.driver.memory (the JVM heap)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-seed-scale"))
@@ -335,7 +342,9 @@ def main() -> int:
                           app="lakefs-gc bench/seed_scale.py")  # fmt: skip
     try:
         with test_server(repo.storage, repo.state, None) as server:
-            settings = with_inventory(gc_settings(server.info, repo.storage), repo.inventory)
+            settings = with_inventory(
+                gc_settings(server.info, repo.storage), repo.inventory, trust_checksums=args.trust_checksums
+            )
             result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
             say(f"mark: marked set vs the manifest's garbage: {result['mark']['correctness']}")
             if not args.no_floor:

@@ -34,6 +34,7 @@ from lakefs_gc.storage.throttle import DEFAULT_MAX_RETRIES
 
 ENV_PREFIX = "LAKEFS_GC_"
 _SECTIONS = ("lakefs", "storage", "gc", "spark", "repositories", "service")
+_DURATIONS = ("min_age", "unsafe_min_age", "prepare_commits_timeout", "max_inventory_age", "max_mark_age")
 
 
 class GcOptions(BaseModel):
@@ -68,6 +69,11 @@ class GcOptions(BaseModel):
         default_factory=dict,
         description="Storage prices per GiB-month ('<blockstore>/<class>': decimal string, e.g. "
         "'s3/STANDARD': '0.023') over the approximate defaults of the mark's cost estimate.",
+    )
+    trust_checksums: bool = Field(
+        default=False,
+        description="Let the twin guard rule out pairs whose bytes an S3 inventory proves different, "
+        "trusting lakeFS's checksums (docs/formats/lakefs-export-hazards.md, 'Ruling twins out by content').",
     )
     max_inventory_age: timedelta = Field(
         default=timedelta(days=8),
@@ -130,14 +136,7 @@ class GcOptions(BaseModel):
         "(lakeFS's Scala job) cannot be checked and needs --force.",
     )
 
-    @field_validator(
-        "min_age",
-        "unsafe_min_age",
-        "prepare_commits_timeout",
-        "max_inventory_age",
-        "max_mark_age",
-        mode="before",
-    )
+    @field_validator(*_DURATIONS, mode="before")
     @classmethod
     def _duration(cls, value: Any) -> Any:
         return duration_field(value)
@@ -158,6 +157,7 @@ class GcOptions(BaseModel):
             prepare_commits_timeout=self.prepare_commits_timeout,
             inventory=self.inventory,
             max_inventory_age=self.max_inventory_age,
+            trust_checksums=self.trust_checksums,
             parallelism=parallelism,
             prices=dict(self.prices),
         )

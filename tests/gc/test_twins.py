@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+from dataclasses import dataclass
 
 import pytest
 from hypothesis import given, settings
@@ -155,3 +156,123 @@ def test_checksum_mode_narrows_and_size_mode_does_not() -> None:
     assert not twins.is_twin(marked, entry, "checksum")
     assert twins.is_twin(MarkedObject("data/x", 10), entry, "checksum")  # unknown checksums: size decides
     assert not twins.is_twin(MarkedObject("data/x", 11), entry)
+
+
+# -- content evidence ------------------------------------------------------------------------------
+
+MD5_OF = {b: hashlib.md5(b).hexdigest() for b in (b"x" * 10, b"y" * 10)}
+
+
+def test_content_md5_is_proven_only_by_an_s3_single_part_etag_without_kms() -> None:
+    md5 = MD5_OF[b"x" * 10]
+    for encryption in ("NOT-SSE", "SSE-S3"):
+        assert twins.content_md5("s3", f'"{md5.upper()}"', encryption) == md5
+    for unproven in ("SSE-KMS", "DSSE-KMS", "SSE-C", None, ""):  # None: the field is not in the inventory
+        assert twins.content_md5("s3", md5, unproven) is None
+    assert twins.content_md5("s3", f"{md5}-2", "SSE-S3") is None  # multipart: the MD5 of the parts' MD5s
+    assert twins.content_md5("s3", "0x8DC0FFEE", "SSE-S3") is None
+    assert twins.content_md5("s3", None, "SSE-S3") is None
+    assert twins.content_md5("azure", md5, "SSE-S3") is None
+    assert twins.content_md5("local", md5, "NOT-SSE") is None
+
+
+def test_an_entry_key_is_its_checksum_only_when_its_own_object_proves_it() -> None:
+    md5 = MD5_OF[b"x" * 10]
+    assert twins.entry_key(md5.upper(), md5) == md5
+    assert twins.entry_key("client-chosen", md5) is None  # a checksum of the client's own
+    assert twins.entry_key(md5, None) is None  # its object's bytes are not proven
+    assert twins.entry_key(None, md5) is None  # a tree read without checksums (the range cache)
+    assert twins.ruled_out(MD5_OF[b"y" * 10], md5)
+    assert not twins.ruled_out(md5, md5) and not twins.ruled_out(None, md5) and not twins.ruled_out(md5, None)
+
+
+#: how lakeFS came to record an entry (``link-*``: ``linkPhysicalAddress`` after a client's own PUT;
+#: docs/formats/lakefs-export-hazards.md, "The checksum lakeFS records, per way of writing")
+WAYS = ["api", "gateway", "gateway-multipart", "link-etag", "link-multipart-etag", "link-constant"]
+ENCRYPTIONS = ["NOT-SSE", "SSE-S3", "SSE-KMS", "SSE-C"]
+
+
+@dataclass(frozen=True)
+class Written:
+    """An object as lakeFS records it and as an inventory lists it."""
+
+    data: bytes
+    recorded: str  # the checksum lakeFS recorded
+    etag: str  # the store's ETag
+    reported: str | None  # the inventory's EncryptionStatus (None: not configured)
+
+
+def _etag(data: bytes, encryption: str, multipart: bool, serial: int) -> str:
+    """S3's ETag: the MD5 of the parts' MD5s with ``-N`` for multipart, the bytes' MD5 for a single
+    part without KMS or SSE-C, an opaque value otherwise."""
+    if multipart:
+        return hashlib.md5(MD5_OF[data].encode()).hexdigest() + "-2"
+    if encryption in twins.MD5_ETAG_ENCRYPTION:
+        return MD5_OF[data]
+    return hashlib.md5(f"opaque-{serial}".encode()).hexdigest()
+
+
+@st.composite
+def written(draw: st.DrawFn, serial: int) -> Written:
+    """A write by one of :data:`WAYS`, of one of two 10-byte contents, on any encryption."""
+    data = draw(st.sampled_from(sorted(MD5_OF)), label="bytes")
+    way = draw(st.sampled_from(WAYS), label="way")
+    encryption = draw(st.sampled_from(ENCRYPTIONS), label="encryption")
+    etag = _etag(data, encryption, way in ("gateway-multipart", "link-multipart-etag"), serial)
+    recorded = {
+        "api": MD5_OF[data],
+        "gateway": MD5_OF[data],
+        "gateway-multipart": etag.split("-")[0],
+        "link-etag": etag,
+        "link-multipart-etag": etag,
+        "link-constant": "client-constant",
+    }[way]
+    return Written(data, recorded, etag, draw(st.sampled_from([encryption, None]), label="reported"))
+
+
+@st.composite
+def copied(draw: st.DrawFn, source: Written, serial: int) -> Written:
+    """``copyObject`` of ``source`` onto its own path: its bytes and recorded checksum, a new object
+    written by S3's CopyObject (one part) on the copy's own encryption."""
+    encryption = draw(st.sampled_from(ENCRYPTIONS), label="copy encryption")
+    etag = _etag(source.data, encryption, False, serial)
+    return Written(source.data, source.recorded, etag, draw(st.sampled_from([encryption, None])))
+
+
+@settings(max_examples=1000)
+@given(data=st.data())
+def test_content_evidence_never_rules_out_a_twin(data: st.DataObject) -> None:
+    """Whatever way a committed entry and a later object over its path were written, on whatever
+    encryption, a later object lakeFS holds as the entry's identity twin (equal size and recorded
+    checksum) is never ruled out by content evidence."""
+    entry = data.draw(written(1), label="entry")
+    later = data.draw(st.one_of(written(2), copied(entry, 3)), label="later object")
+    if later.recorded != entry.recorded:
+        return  # not a twin: lakeFS's export lists it (its identity differs)
+    key = twins.entry_key(entry.recorded, twins.content_md5("s3", entry.etag, entry.reported))
+    assert not twins.ruled_out(twins.content_md5("s3", later.etag, later.reported), key)
+
+
+@settings(max_examples=300)
+@given(data=st.data())
+def test_content_evidence_rules_out_other_bytes_where_both_are_proven(data: st.DataObject) -> None:
+    """The evidence is not idle: an API upload of other bytes over a proven entry is ruled out."""
+    entry = data.draw(written(1), label="entry")
+    key = twins.entry_key(entry.recorded, twins.content_md5("s3", entry.etag, entry.reported))
+    other = next(b for b in MD5_OF if b != entry.data)
+    later = Written(other, MD5_OF[other], MD5_OF[other], "SSE-S3")
+    assert twins.ruled_out(twins.content_md5("s3", later.etag, later.reported), key) == (key is not None)
+
+
+def test_content_mode_pairs_only_what_evidence_leaves() -> None:
+    x, y = MD5_OF[b"x" * 10], MD5_OF[b"y" * 10]
+    entries = [
+        HeadEntry("main", "a", 10, x, object_md5=x),  # proven: only objects of x's bytes may be its twin
+        HeadEntry("dev", "b", 10, "client-chosen", object_md5=y),  # unproven
+    ]
+    marked = [MarkedObject("data/same", 10, md5=x), MarkedObject("data/other", 10, md5=y),
+              MarkedObject("data/unknown", 10)]  # fmt: skip
+    pairs = {(p.address, p.branch) for p in twins.find_twins(marked, entries, "content")}
+    assert pairs == {("data/same", "main"), ("data/same", "dev"), ("data/other", "dev"),
+                     ("data/unknown", "main"), ("data/unknown", "dev")}  # fmt: skip
+    assert len(twins.find_twins(marked, entries)) == 6  # size mode: every pair

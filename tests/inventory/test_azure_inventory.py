@@ -39,6 +39,7 @@ def rows(keys: list[str] = KEYS) -> pa.Table:
             "size": list(range(n)),
             "last_modified": [datetime(2026, 1, 2, 3, 4, 5, 678000, tzinfo=timezone.utc)] * n,
             "etag": [f"0x8D9{i:04X}" for i in range(n)],
+            "encryption": [None] * n,
         },
         schema=INVENTORY_SCHEMA,
     )

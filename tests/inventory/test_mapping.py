@@ -9,9 +9,16 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from lakefs_gc.gc import twins
 from lakefs_gc.gc.addresses import deletable_key
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
-from lakefs_gc.inventory.mapping import CANDIDATE_SCHEMA, NamespaceRoute, deletable_keys, route_rows
+from lakefs_gc.inventory.mapping import (
+    CANDIDATE_SCHEMA,
+    NamespaceRoute,
+    content_md5s,
+    deletable_keys,
+    route_rows,
+)
 from lakefs_gc.storage.locations import parse_storage_namespace
 
 T = datetime(2026, 11, 1, tzinfo=timezone.utc)
@@ -27,6 +34,7 @@ def rows(*items: tuple[str, str]) -> pa.Table:
             "size": list(range(n)),
             "last_modified": [T] * n,
             "etag": [f"e{i}" for i in range(n)],
+            "encryption": [None] * n,
         },
         schema=INVENTORY_SCHEMA,
     )
@@ -77,6 +85,7 @@ def test_rows_without_bucket_or_key_are_dropped() -> None:
             "size": [1, 2, 3, 4],
             "last_modified": [T] * 4,
             "etag": [None, "e", "e", "e"],
+            "encryption": [None] * 4,
         },
         schema=INVENTORY_SCHEMA,
     )
@@ -186,3 +195,27 @@ def test_deletable_keys_on_sliced_arrays_and_nulls_between() -> None:
         part = array.slice(start, 2 * len(keys) - 3)
         expected = [k is not None and deletable_key(k) for k in part.to_pylist()]
         assert deletable_keys(part).to_pylist() == expected, start
+
+
+ETAGS = st.sampled_from(["", '"', "-2", "0x8DC0FFEE", " ", "G" * 32]) | st.text(
+    "0123456789abcdefABCDEF", max_size=33
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(
+        st.tuples(
+            st.none() | st.builds(lambda q, e, r: q + e + r, st.sampled_from(["", '"', ' "']), ETAGS,
+                                  st.sampled_from(["", '"', '" ', "-3"])),
+            st.none() | st.sampled_from(["NOT-SSE", "SSE-S3", "SSE-KMS", "DSSE-KMS", "SSE-C", ""]),
+        ),
+        max_size=30,
+    )
+)  # fmt: skip
+def test_content_md5s_agree_with_the_rule(rows: list[tuple[str | None, str | None]]) -> None:
+    """The vectorised proof of an inventory row's bytes' MD5 is :func:`lakefs_gc.gc.twins.content_md5`."""
+    etags = pa.array([e for e, _ in rows], pa.string())
+    encryptions = pa.array([c for _, c in rows], pa.string())
+    got = content_md5s(etags, encryptions).to_pylist()
+    assert got == [twins.content_md5("s3", e, c) for e, c in rows]

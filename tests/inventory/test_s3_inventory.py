@@ -50,6 +50,7 @@ def rows(keys: list[str], bucket: str = "src") -> pa.Table:
             "size": list(range(n)),
             "last_modified": [MODIFIED] * n,
             "etag": [f"etag{i}" for i in range(n)],
+            "encryption": [None] * n,
         },
         schema=INVENTORY_SCHEMA,
     )
@@ -177,6 +178,7 @@ def test_csv_columns_come_from_file_schema_not_positions(tmp_path: Path) -> None
             "size": 42,
             "last_modified": datetime(2026, 2, 1, 12, tzinfo=timezone.utc),
             "etag": "e1",
+            "encryption": None,
         }
     ]
 
@@ -408,3 +410,24 @@ def test_a_destination_prefix_named_like_the_source_bucket_maps_data_files(tmp_p
     delivery = load_manifest(pafs.LocalFileSystem(), manifest)
     assert Path(delivery.files[0].path).is_file()
     assert read_all(pafs.LocalFileSystem(), delivery).column("key").to_pylist() == ["a/b"]
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_encryption_status_is_read_when_the_inventory_has_it(tmp_path: Path, fmt: FileFormat) -> None:
+    """S3's optional EncryptionStatus field (``encryption_status`` in Parquet and ORC) tells whether
+    an ETag can be the MD5 of the bytes; an inventory configured without it reads as null."""
+    table = rows(["a", "b", "c"])
+    statuses = ["SSE-S3", "SSE-KMS", None]
+    table = table.set_column(table.schema.get_field_index("encryption"), "encryption", pa.array(statuses))
+    manifest = write(tmp_path, fmt, table=table)
+    schema = json.loads(Path(manifest).read_bytes())["fileSchema"]
+    assert ("EncryptionStatus" if fmt == "csv" else "encryption_status") in schema
+    [delivery] = discover(pafs.LocalFileSystem(), dest(tmp_path), verify_data=True).complete
+    assert (
+        read_all(pafs.LocalFileSystem(), delivery).sort_by("key").column("encryption").to_pylist() == statuses
+    )
+
+
+def test_an_inventory_without_encryption_status_leaves_it_out(tmp_path: Path) -> None:
+    manifest = write(tmp_path, "csv", keys=["a"])
+    assert "EncryptionStatus" not in json.loads(Path(manifest).read_bytes())["fileSchema"]

@@ -28,8 +28,10 @@ from lakefs_gc.sstable import (
 )
 from lakefs_gc.sstable.addresses import (
     block_addresses,
+    block_head_entries,
     block_path_sizes,
     range_address_blocks,
+    range_head_entry_blocks,
     range_path_size_blocks,
 )
 from lakefs_gc.sstable.block import BlockBuilder, decode_block
@@ -246,3 +248,46 @@ def range_with_a_bad_address() -> SSTableReader:
         writer.add(b"k/%d" % i, marshal_value(b"", put_bytes_field(1, address) + put_varint_field(6, 1)))
     writer.finish({})
     return SSTableReader(out.getvalue(), name="r.sst")
+
+
+# ---- (path, size, address, checksum): the twin guard's view with content evidence ------------
+
+
+def general_head_entries(block: bytes) -> list[tuple[str, int, str | None, str]]:
+    """What the general decoders make of one block's paths, sizes, kept addresses and checksums."""
+    out: list[tuple[str, int, str | None, str]] = []
+    for ikey, value in decode_block(block):
+        if len(ikey) < len(INTERNAL_KEY_TRAILER):
+            raise ValueError("short key")
+        data = unmarshal_value(value)[1]
+        address, address_type = decode_address(data)
+        kept = address if address_type == AddressType.RELATIVE else tagged(address, address_type)
+        entry = decode_entry(data)
+        out.append((ikey[: -len(INTERNAL_KEY_TRAILER)].decode(), entry.size, kept, entry.etag))
+    return out
+
+
+@given(st.lists(entries, min_size=1, max_size=30), st.integers(min_value=1, max_value=16))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared cores
+def test_head_entries_agree_with_the_general_path(items: list[Entry], interval: int) -> None:
+    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], interval)
+    assert block_head_entries(block, tagged) == general_head_entries(block)
+    assert [c for *_, c in block_head_entries(block, tagged)] == [e.etag for e in items]
+
+
+def test_head_entries_as_the_general_reader(lakefs_sstables: Path) -> None:
+    for name in ("range.sst", "ok1.sst", "56569996.sst"):
+        with SSTableReader(lakefs_sstables / name) as reader:
+            expected = [
+                (k.decode(), e.size, e.address if e.address_type == AddressType.RELATIVE
+                 else tagged(e.address, e.address_type), e.etag)
+                for k, e in iter_range_entries(reader)
+            ]  # fmt: skip
+        with SSTableReader(lakefs_sstables / name) as reader:
+            fast = [e for block in range_head_entry_blocks(reader, tagged) for e in block]
+        assert fast == expected and expected, name
+
+
+def test_a_corrupt_range_fails_the_head_entries_too() -> None:
+    with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
+        list(range_head_entry_blocks(range_with_a_bad_address(), tagged))

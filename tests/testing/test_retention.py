@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import itertools
 import random
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta, timezone
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -28,6 +29,8 @@ from lakefs_gc.testing.retention import (
     main_parent,
     starting_points,
 )
+from lakefs_gc.testing.server import LakeFSTestServer
+from tests.testing.sdk import Lakefs
 
 NOW = datetime(2026, 3, 29, 1, 30, tzinfo=timezone.utc)  # the night Europe switches to DST: irrelevant in UTC
 
@@ -436,3 +439,32 @@ def test_starting_points_are_lakefs_ordered_and_tie_order_is_irrelevant(
     groups = itertools.groupby(points, lambda sp: sp.commit_id)
     reversed_ties = [sp for _, group in groups for sp in [*group][::-1]]
     assert in_order(commits, reversed_ties, rules) == active_commits(commits, branches, rules, NOW)
+
+
+def test_prepare_commits_sees_every_head_when_a_commit_lands_between_its_reads(
+    server: LakeFSTestServer, lakefs: Lakefs, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lakeFS's walk looks commits up one by one, so a commit made while it runs never fails it. The
+    test server reads the repository's branches and commits in two queries: a commit landing between
+    them must not leave a branch HEAD outside the commits read ("missing from the commits map")."""
+    lakefs.create_repo("race", "local://race")
+    lakefs.set_rules("race", 7)
+    lakefs.upload("race", "main", "a", b"a")
+    lakefs.commit("race", "main", "first")
+    store, landed = server.store, []
+
+    def then_a_commit(read: Callable[[str], Any]) -> Callable[[str], Any]:
+        def reading(repo: str) -> Any:
+            rows = read(repo)
+            if not landed:  # once, right after whichever of the two reads comes first
+                landed.append(True)
+                lakefs.upload("race", "main", "b", b"b")  # through the API, from the serving thread
+                landed.append(lakefs.commit("race", "main", "in between").id)
+            return rows
+
+        return reading
+
+    monkeypatch.setattr(store, "list_branches", then_a_commit(store.list_branches))
+    monkeypatch.setattr(store, "list_commits", then_a_commit(store.list_commits))
+    lakefs.internal.prepare_garbage_collection_commits("race")
+    assert len(landed) == 2, "the commit landed between the reads"

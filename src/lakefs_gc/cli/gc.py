@@ -199,6 +199,12 @@ def _add_inventory_options(parser: argparse.ArgumentParser) -> None:
         "--max-inventory-age", metavar="DURATION",
         help="refuse a newest snapshot older than this when the mark starts (default 8d)",
     )  # fmt: skip
+    inventory.add_argument(
+        "--trust-checksums", action="store_const", const=True, default=None,
+        help="let the identity-twin guard rule out, without a stat, the pairs whose bytes an S3 "
+        "inventory's ETag and EncryptionStatus fields prove different; assumes every checksum lakeFS "
+        "recorded describes its own object's bytes (gc.trust_checksums; default off)",
+    )  # fmt: skip
 
 
 def gc_settings(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings:
@@ -214,6 +220,7 @@ def gc_settings(args: argparse.Namespace, environ: dict[str, str]) -> GcSettings
         "max_delete_fraction": getattr(args, "max_delete_fraction", None),
         "inventory": getattr(args, "inventory", None),
         "max_inventory_age": getattr(args, "max_inventory_age", None),
+        "trust_checksums": getattr(args, "trust_checksums", None),
     }
     return settings_from_args(args, environ, gc=gc)
 

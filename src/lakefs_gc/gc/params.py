@@ -29,6 +29,10 @@ class MarkParams:
     inventory: str | None
     #: the newest snapshot must be younger than this, or the mark is refused
     max_inventory_age: timedelta
+    #: let the identity-twin guard rule pairs out by the objects' proven MD5s: assumes every checksum
+    #: lakeFS recorded describes its own object's bytes (docs/formats/lakefs-export-hazards.md,
+    #: "Ruling twins out by content")
+    trust_checksums: bool = False
     #: Spark tasks per stage; None: the session's default parallelism
     parallelism: int | None = None
     #: storage prices per GiB-month by ``<blockstore>/<class>`` over :data:`gc.cost.DEFAULT_PRICES`

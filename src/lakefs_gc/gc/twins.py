@@ -55,16 +55,23 @@ class MarkedObject:
     address: str
     size: int
     checksums: frozenset[str] | None = None
+    #: the MD5 of the object's bytes where its store proves it (:func:`content_md5`), else None
+    md5: str | None = None
 
 
 @dataclass(frozen=True)
 class HeadEntry:
-    """An entry of a branch's HEAD tree (from the HEAD commit's ranges): where a twin could hide."""
+    """An entry of a branch's HEAD tree (from the HEAD commit's ranges): where a twin could hide.
+
+    ``object_md5``: the MD5 of the bytes of the entry's own physical object where its store proves
+    it (:func:`content_md5` of the object the entry's address names), else None.
+    """
 
     branch: str
     path: str
     size: int
     checksum: str
+    object_md5: str | None = None
 
 
 @dataclass(frozen=True)
@@ -164,17 +171,69 @@ def lakefs_checksums(
     return frozenset(candidates) or None
 
 
+#: S3 ``EncryptionStatus`` values under which a single-part object's ETag is the MD5 of its bytes.
+#: AWS documents it for objects written by PUT, POST or Copy that are "encrypted by SSE-S3 or
+#: plaintext"; an SSE-KMS, DSSE-KMS or SSE-C object's ETag is not, and a multipart ETag (``-N``)
+#: never is, whatever the encryption.
+MD5_ETAG_ENCRYPTION = frozenset({"NOT-SSE", "SSE-S3"})
+_HEX = frozenset("0123456789abcdef")
+
+
+def content_md5(blockstore: str, etag: str | None, encryption: str | None) -> str | None:
+    """The hex MD5 of an object's bytes where its store's listing proves it, else None.
+
+    Only S3 proves it: a 32-hex ETag of an object whose inventory row says it is not encrypted or
+    encrypted with SSE-S3. Without ``encryption`` (an inventory configured without the
+    ``EncryptionStatus`` field, a listing, an event) nothing is proven: a KMS-encrypted copy of
+    the same bytes has another ETag, so an ETag alone cannot tell two objects' bytes apart.
+    """
+    if blockstore != "s3" or not etag or encryption not in MD5_ETAG_ENCRYPTION:
+        return None
+    trimmed = etag.strip(' "').lower()  # S3 quotes its ETags
+    return trimmed if len(trimmed) == 32 and set(trimmed) <= _HEX else None
+
+
+def entry_key(checksum: str | None, object_md5: str | None) -> str | None:
+    """A HEAD entry's proven content MD5: its recorded ``checksum`` when that is the MD5 of its own
+    object's bytes (``object_md5``), else None (unproven: any object of its size may be its twin).
+
+    An entry recorded by a client with a checksum of its own, by an S3-gateway multipart upload
+    (the MD5 of the parts' MD5s) or on a KMS-encrypted object is unproven, however it looks.
+    """
+    if checksum is None or object_md5 is None:
+        return None
+    return object_md5 if checksum.lower() == object_md5 else None  # lakeFS stores checksums trimmed
+
+
+def ruled_out(object_md5: str | None, key: str | None) -> bool:
+    """Content evidence that a marked object is no twin of a HEAD entry (``key``: :func:`entry_key`).
+
+    A twin records the entry's checksum, so with a proven entry it records the MD5 of the entry's
+    bytes. Every way lakeFS records a checksum gives an object of other bytes another one: the MD5
+    it computes itself (API and S3-gateway uploads), the store's ETag a client links (the MD5 of
+    the linked bytes when proven), the source's checksum for a copy (the same bytes as the source).
+    Only a client linking bytes under the MD5 of *other* bytes would make such a twin, and lakeFS
+    drops that write itself at the branch's next commit (the committed base wins on equal
+    identities). So two proven MD5s that differ rule the pair out; anything unproven does not.
+    """
+    return object_md5 is not None and key is not None and object_md5 != key
+
+
 #: ``size``: every same-size HEAD entry is a pair (complete: the only field lakeFS's identity shares
 #: with what a store can tell for sure). ``checksum``: also require a checksum candidate to match
 #: (fewer stats; complete only if every write records the content MD5 or the store's ETag, so not
-#: with SSE-KMS/SSE-C on S3 or clients linking objects with checksums of their own).
-TwinMatch = Literal["size", "checksum"]
+#: with SSE-KMS/SSE-C on S3 or clients linking objects with checksums of their own). ``content``:
+#: every same-size HEAD entry except those content evidence rules out (:func:`ruled_out`).
+TwinMatch = Literal["size", "checksum", "content"]
 
 
 def is_twin(marked: MarkedObject, entry: HeadEntry, match: TwinMatch = "size") -> bool:
-    """The join predicate: same size and, in ``checksum`` mode, a checksum the object may carry."""
+    """The join predicate: same size and, in ``checksum`` mode, a checksum the object may carry; in
+    ``content`` mode, not ruled out by the proven MD5s of the object's and the entry's bytes."""
     if marked.size != entry.size:
         return False
+    if match == "content":
+        return not ruled_out(marked.md5, entry_key(entry.checksum, entry.object_md5))
     if match == "size" or marked.checksums is None:
         return True
     return entry.checksum in marked.checksums

@@ -28,6 +28,9 @@ INVENTORY_SCHEMA = pa.schema(
         ("size", pa.int64()),
         ("last_modified", pa.timestamp("us", tz="UTC")),
         ("etag", pa.string()),
+        # S3's EncryptionStatus (NOT-SSE, SSE-S3, SSE-KMS, DSSE-KMS, SSE-C) when the inventory has
+        # the field, else null: whether the ETag can be the MD5 of the bytes (lakefs_gc.gc.twins)
+        ("encryption", pa.string()),
     ]
 )
 

@@ -183,6 +183,7 @@ def _inventory_rows(listed: pa.RecordBatch, bucket: str, key_prefix: str) -> pa.
             listed.column("size"),
             listed.column("last_modified"),
             pa.nulls(n, pa.string()),
+            pa.nulls(n, pa.string()),
         ],
         schema=INVENTORY_SCHEMA,
     )

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefs_gc.gc.twins import MD5_ETAG_ENCRYPTION
 from lakefs_gc.storage.locations import StorageLocation
 
 CANDIDATE_SCHEMA = pa.schema(
@@ -129,6 +130,21 @@ def _candidates(
         },
         schema=CANDIDATE_SCHEMA,
     )
+
+
+def content_md5s(
+    etags: pa.ChunkedArray | pa.Array, encryptions: pa.ChunkedArray | pa.Array
+) -> pa.ChunkedArray:
+    """:func:`lakefs_gc.gc.twins.content_md5` of S3 inventory rows, vectorised: the ETag trimmed and
+    lower-cased where it is 32 hex digits and the row's EncryptionStatus proves it is the MD5 of
+    the bytes (``MD5_ETAG_ENCRYPTION``), else null."""
+    trimmed = pc.utf8_lower(pc.utf8_trim(etags, ' "'))
+    proven = pc.and_(
+        pc.is_in(encryptions, value_set=pa.array(sorted(MD5_ETAG_ENCRYPTION), pa.string())),
+        pc.match_substring_regex(trimmed, "^[0-9a-f]{32}$"),
+    )
+    out = pc.if_else(pc.fill_null(proven, False), trimmed, pa.scalar(None, pa.string()))
+    return out if isinstance(out, pa.ChunkedArray) else pa.chunked_array([out], pa.string())
 
 
 # ---- deletable_key, vectorised -----------------------------------------------------------------

@@ -4,8 +4,9 @@ for error statuses.
 
 Why the wire is ours: a sweep is a stream of 1000-key ``DeleteObjects`` requests, and botocore's
 model-driven machinery cost about 34 ms of CPU per request (bench/README.md, section S3
-DeleteObjects: client CPU per request): validating 1000 parameter structures (28 % of it), serialising them through
-ElementTree (34 %) and parsing the 1000 ``<Deleted>`` entries of the answer shape by shape (35 %).
+DeleteObjects: client CPU per request): validating 1000 parameter structures (28 % of it),
+serialising them through ElementTree (34 %) and parsing the 1000 ``<Deleted>`` entries of the
+answer shape by shape (35 %).
 At S3's latencies a sweep task waits on requests in flight, so that CPU, not the store, bounded
 how fast the executors deleted. A body written as one string join and an answer read by two
 regular expressions (the XML parser for anything unusual) cost a few milliseconds.

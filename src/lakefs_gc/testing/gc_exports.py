@@ -96,6 +96,10 @@ class GcExports:
             int(raw["default_retention_days"]),
             {b["branch_id"]: int(b["retention_days"]) for b in raw["branches"]},
         )
+        # branches before commits: commits are never removed, so every HEAD read first is among the
+        # commits read next, as lakeFS's walk (which looks commits up one by one) always finds them;
+        # the other order fails on a commit made in between ("HEAD missing from the commits map")
+        branches = {b.id: b.commit_id for b in self.store.list_branches(repo)}  # hidden included
         commits = {
             c.id: CommitNode(
                 c.id,
@@ -106,7 +110,6 @@ class GcExports:
             )
             for c in self.store.list_commits(repo)
         }
-        branches = {b.id: b.commit_id for b in self.store.list_branches(repo)}  # hidden included
         active = active_commits(commits, branches, rules, self.ctx.now())
         run_id = new_descending_xid(self.ctx.now())
         lines = ["commit_id,expired,metarange_id"] + [

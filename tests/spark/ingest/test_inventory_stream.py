@@ -42,6 +42,7 @@ def objects(day: int, n: int = 5) -> pa.Table:
             "size": list(range(count)),
             "last_modified": [T0 + timedelta(days=day, minutes=i) for i in range(count)],
             "etag": [f"e{i}" for i in range(count)],
+            "encryption": [None] * count,
         },
         schema=INVENTORY_SCHEMA,
     )

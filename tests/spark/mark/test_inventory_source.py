@@ -41,6 +41,7 @@ def rows(container: str) -> pa.Table:
             "size": list(range(n)),
             "last_modified": stamps,
             "etag": ["e"] * n,
+            "encryption": [None] * n,
         },
         schema=INVENTORY_SCHEMA,
     )

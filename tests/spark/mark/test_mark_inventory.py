@@ -179,7 +179,7 @@ def _older_than_the_flag(case: Case, destination: str) -> str:
 def _another_bucket(case: Case, destination: str) -> str:
     rows = pa.table(
         {"bucket": ["other"], "key": ["data/s/x"], "size": [1], "last_modified": [datetime.now(timezone.utc)],
-         "etag": ["e"]}, schema=INVENTORY_SCHEMA,
+         "etag": ["e"], "encryption": [None]}, schema=INVENTORY_SCHEMA,
     )  # fmt: skip
     s3.write_delivery(pafs.LocalFileSystem(), destination, "other", "cfg", datetime.now(timezone.utc), rows)
     return "no complete inventory delivery of bucket local (1 complete for other sources: s3 other)"

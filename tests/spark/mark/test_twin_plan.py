@@ -13,7 +13,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.gc import twins as rule
-from lakefs_gc.spark.mark import twins
+from lakefs_gc.spark.mark import twin_evidence, twins
 
 #: branch HEAD trees: m1 is the HEAD of a and b, m2 of c; range r1 is in both trees, r2 in m2
 HEADS = {"m1": ["a", "b"], "m2": ["c"]}
@@ -28,11 +28,12 @@ def plan(
 ) -> tuple[twins.SizePlan, list[rule.TwinPair]]:
     monkeypatch.setattr(twins, "STAT_BUDGET", stats)
     monkeypatch.setattr(twins, "PAIR_BUDGET", pairs)
-    marked = spark.createDataFrame(MARKED, "address string, size long")
+    marked = twin_evidence.with_md5(spark.createDataFrame(MARKED, "address string, size long"))
     tree = spark.createDataFrame(TREE, "metarange string, id string")
     sized = spark.createDataFrame(ENTRIES, "id string, path string, size long")
-    size_plan = twins.plan_sizes(spark, marked, sized, tree, HEADS)
-    rows = twins.twin_pairs(marked, sized, tree, size_plan.checked).collect()
+    needed = twin_evidence.needed_entries(marked, twin_evidence.entry_keys(sized, None))  # no evidence
+    size_plan = twins.plan_sizes(spark, marked, needed, tree, HEADS)
+    rows = twins.twin_pairs(marked, needed, tree, size_plan.checked).collect()
     expanded = [
         rule.TwinPair(r["address"], r["size"], b, r["path"]) for r in rows for b in HEADS[r["metarange"]]
     ]

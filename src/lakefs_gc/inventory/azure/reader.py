@@ -136,7 +136,8 @@ def _to_inventory(table: pa.Table, path: str) -> pa.Table:
         etag = pa.nulls(table.num_rows, pa.string())
     else:
         etag = pc.utf8_trim(table[etag_name].cast(pa.string()), '"')
-    return pa.Table.from_arrays([bucket, key, size, modified, etag], schema=INVENTORY_SCHEMA)
+    encryption = pa.nulls(table.num_rows, pa.string())  # S3's field; Azure encrypts every blob alike
+    return pa.Table.from_arrays([bucket, key, size, modified, etag, encryption], schema=INVENTORY_SCHEMA)
 
 
 def _check_rows(path: str, column: str, bad: pa.ChunkedArray | pa.Array) -> None:

@@ -19,6 +19,9 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
 
+#: the rows an Azure inventory holds: INVENTORY_SCHEMA without S3's encryption status
+_ROWS = pa.schema([f for f in INVENTORY_SCHEMA if f.name != "encryption"])
+
 
 def write_delivery(
     fs: pafs.FileSystem,
@@ -41,7 +44,7 @@ def write_delivery(
     start = snapshot_time.astimezone(timezone.utc)
     run = f"{start:%Y/%m/%d/%H-%M-%S}/{rule_name}"
     fs.create_dir(f"{root}/{run}", recursive=True)
-    table = _azure_table(rows.select([f.name for f in INVENTORY_SCHEMA]).cast(INVENTORY_SCHEMA), format)
+    table = _azure_table(rows.select(_ROWS.names).cast(_ROWS), format)
     files = []
     for index, offset in enumerate(range(0, max(table.num_rows, 1), rows_per_file), start=1):
         blob = f"{run}/{rule_name}-{index}.{format}"

@@ -13,6 +13,7 @@ WANTED = {
     "size": "size",
     "lastmodifieddate": "last_modified",
     "etag": "etag",
+    "encryptionstatus": "encryption",
     "islatest": "is_latest",
     "isdeletemarker": "is_delete_marker",
 }

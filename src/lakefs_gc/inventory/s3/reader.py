@@ -99,8 +99,9 @@ def _csv_batches(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -
 def _csv_convert(cols: dict[str, pa.Array], path: str, first_row: int) -> pa.RecordBatch:
     keys = _decoded_keys(cols["key"], path, first_row)
     out: dict[str, pa.Array] = {"bucket": cols["bucket"], "key": keys}
-    if "etag" in cols:
-        out["etag"] = pc.if_else(pc.equal(cols["etag"], ""), pa.scalar(None, pa.string()), cols["etag"])
+    for name in ("etag", "encryption"):
+        if name in cols:
+            out[name] = pc.if_else(pc.equal(cols[name], ""), pa.scalar(None, pa.string()), cols[name])
     for name, typ in (("size", pa.int64()), ("last_modified", INVENTORY_SCHEMA.field(3).type)):
         if name not in cols:
             continue
@@ -213,7 +214,7 @@ def _check_columns(delivery: Delivery, data_file: DataFile, names: list[str]) ->
 def _columnar_convert(batch: pa.RecordBatch, sel: dict[str, str], path: str) -> pa.RecordBatch:
     cols: dict[str, Any] = {t: batch.column(c) for t, c in sel.items()}
     try:
-        for name in ("bucket", "key", "etag"):
+        for name in ("bucket", "key", "etag", "encryption"):
             if name in cols:
                 cols[name] = pc.cast(cols[name], pa.string())
         if "size" in cols:

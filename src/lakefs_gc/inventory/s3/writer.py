@@ -35,8 +35,14 @@ _CSV_NAMES = {
     "size": "Size",
     "last_modified": "LastModifiedDate",
     "etag": "ETag",
+    "encryption": "EncryptionStatus",
 }
-_SNAKE_NAMES = {**{k: k for k in _CSV_NAMES}, "last_modified": "last_modified_date", "etag": "e_tag"}
+_SNAKE_NAMES = {
+    **{k: k for k in _CSV_NAMES},
+    "last_modified": "last_modified_date",
+    "etag": "e_tag",
+    "encryption": "encryption_status",
+}
 _ORC_TYPES = {pa.string(): "string", pa.bool_(): "boolean", pa.int64(): "bigint"}
 _PARQUET_TYPES = {
     pa.string(): "binary {name} (UTF8)",
@@ -68,7 +74,7 @@ def write_delivery(
     root = bucket_root if bucket_root is not None else destination_path
     if not (destination_path + "/").startswith(root.rstrip("/") + "/"):
         raise ValueError(f"{destination_path} is not under bucket_root {root}")
-    order = [c for c in _CSV_NAMES if c in rows.column_names]
+    order = [c for c in _CSV_NAMES if c in rows.column_names and not _all_null(rows, c, "encryption")]
     table = _writable(rows.select(order))
     base = join(destination_path, source_bucket, config_id)
     files = []
@@ -102,6 +108,12 @@ def _write_bytes(fs: pafs.FileSystem, path: str, data: bytes) -> None:
     fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
     with fs.open_output_stream(path, compression=None) as f:
         f.write(data)
+
+
+def _all_null(rows: pa.Table, column: str, optional: str) -> bool:
+    """An ``optional`` field without a value in any row is left out of the delivery, as S3 leaves
+    out the fields an inventory is not configured with."""
+    return column == optional and rows.column(column).null_count == rows.num_rows
 
 
 def _writable(table: pa.Table) -> pa.Table:

@@ -52,6 +52,7 @@ from lakefs_gc.spark.mark.references import (
     read_commits_export,
 )
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
+from lakefs_gc.spark.mark.twin_evidence import marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
@@ -286,19 +287,17 @@ class _MarkRun:
 
     def _guard_twins(self, classified: DataFrame, checked: CheckedCommits) -> DataFrame:
         """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`)."""
-        marked = garbage(classified)
+        marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
             return classified
-        refs, repo = self.refs, self.repo
-        reader = MetadataReader(
-            refs.connection, repo.id, repo.storage_namespace, self.namespace, refs.storage
-        )
+        refs, repo, cache, ns = self.refs, self.repo, self.range_cache, self.namespace
+        reader = MetadataReader(refs.connection, repo.id, repo.storage_namespace, ns, refs.storage)
         trees = None
-        if self.range_cache is not None:  # the HEAD trees through the cache the mark has just updated
-            trees = CachedHeadTrees(self.range_cache, reader, self.stats.setdefault("range_cache", {}))
+        if cache is not None:  # the HEAD trees through the cache the mark has just updated
+            trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
         guard = guard_twins(
-            self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph,
+            self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,
         )  # fmt: skip
         self.stats["identity_twins"] = guard.counts

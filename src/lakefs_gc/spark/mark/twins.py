@@ -5,26 +5,31 @@ type) equals the committed entry it shadows, so an identical re-upload over a co
 no export while its branch serves it. Here, after the classification:
 
 1. the HEAD trees of every branch (hidden ones included, from the cross-check's commit graph) are
-   read on the executors, each distinct range once, as ``(range, path, size)``: from lakeFS, or
-   from the service's range cache when the mark has one (:class:`HeadTrees`);
-2. the work is planned per size before any pair is built (:func:`plan_sizes`): a size costs one
-   stat per (branch, path) of a HEAD entry of that size, and as many pairs as those times its
-   marked objects. Sizes are taken cheapest first while both budgets hold; the marked objects of
-   every other size a HEAD entry has are **kept** unresolved (a size shared by thousands of
-   objects and entries, such as empty files, would otherwise make the join quadratic);
-3. the objects of the sizes taken are joined with the HEAD entries on size: the *twin pairs*
-   ``(address, branch, path)``; the join is on size because size is the one identity field a
-   store certainly shares with lakeFS's record: the checksum lakeFS records is often not the
-   object's ETag (docs/formats/lakefs-export-hazards.md, "The checksum lakeFS records, per way of
-   writing"), so an ETag, even where an inventory gives one, cannot rule a twin out;
+   read on the executors, each distinct range once, as ``(range, path, size)``, with each entry's
+   address and recorded checksum when read from lakeFS (the service's range cache, when the mark
+   has one, keeps no checksums: :class:`HeadTrees`);
+2. content evidence (:mod:`.twin_evidence`) leaves out the pairs whose two objects' bytes are
+   proven different (an S3 inventory's MD5 ETags; docs/formats/lakefs-export-hazards.md, "Ruling
+   twins out by content"): only the *needed* HEAD entries remain, all of them without proofs;
+3. the work is planned per size before any pair is built (:func:`plan_sizes`): a size costs one
+   stat per (branch, path) of a needed HEAD entry of that size, and as many pairs as those times
+   the marked objects each entry may be a twin of. Sizes are taken cheapest first while both
+   budgets hold; the marked objects of every other size that have a pair are **kept** unresolved
+   (a size shared by thousands of objects and entries, such as empty files, would otherwise make
+   the join quadratic). The objects of the sizes taken are joined with the needed entries on
+   size: the *twin pairs* ``(address, branch, path)``; the join is on size because size is the one
+   identity field a store certainly shares with lakeFS's record: the checksum lakeFS records is
+   often not the object's ETag (docs/formats/lakefs-export-hazards.md, "The checksum lakeFS
+   records, per way of writing"), so an ETag alone cannot rule a twin out;
 4. one ``statObject`` per distinct ``(branch, path)`` on the driver (:data:`STAT_THREADS` in
    flight) says which address the branch serves there; :func:`lakefs_gc.gc.twins.decide` turns
    the answers into verdicts: **live** (kept), **kept** (could not be ruled out: a failed stat) or
    **released** (every pair answered with another address or "no such path").
 
 Objects kept get the reason ``identity_twin``; ``summary.json``'s ``identity_twins`` counts every
-twin kept or released. Only objects that would otherwise be marked are considered, so the guard
-costs nothing when there is no garbage, and it can only keep more.
+twin kept or released, and ``ruled_out`` the objects content evidence released without a stat.
+Only objects that would otherwise be marked are considered, so the guard costs nothing when there
+is no garbage, and it can only keep more.
 """
 
 from __future__ import annotations
@@ -43,6 +48,14 @@ from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
+from lakefs_gc.spark.mark.twin_evidence import (
+    entry_keys,
+    exposed,
+    needed_entries,
+    pair_condition,
+    with_evidence,
+    with_md5,
+)
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
@@ -60,7 +73,10 @@ STAT_THREADS = 8
 
 Say = Callable[[str], None]
 _WEIGHTS = "metarange string, branches long"
-_ENTRIES = pa.schema([("id", pa.string()), ("path", pa.string()), ("size", pa.int64())])
+_ENTRIES = pa.schema(
+    [("id", pa.string()), ("path", pa.string()), ("size", pa.int64()),
+     ("address", pa.string()), ("checksum", pa.string())]
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -80,7 +96,8 @@ class HeadTrees(Protocol):
         ...
 
     def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-        """``(id, path, size)``: every entry of each range of ``range_ids`` (column ``id``)."""
+        """``(id, path, size)``: every entry of each range of ``range_ids`` (column ``id``), and
+        optionally its ``address`` (namespace-relative) and ``checksum`` for content evidence."""
         ...
 
 
@@ -97,7 +114,8 @@ class LakeFSHeadTrees:
 
     def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
         return range_ids.repartition(parallelism).mapInArrow(
-            on_executor(_RangeEntries(self.reader)), "id string, path string, size long"
+            on_executor(_RangeEntries(self.reader)),
+            "id string, path string, size long, address string, checksum string",
         )
 
 
@@ -121,26 +139,44 @@ def guard_twins(
     parallelism: int,
     say: Say,
     trees: HeadTrees | None = None,
+    objects: DataFrame | None = None,
 ) -> TwinGuard:
-    """Which of ``marked`` (``address, size``) are identity twins to keep; see the module docstring.
+    """Which of ``marked`` (``address, size``, optionally ``md5``) are identity twins to keep; see
+    the module docstring.
 
-    ``trees``: where the HEAD trees are read (default: from lakeFS through ``reader``)."""
+    ``trees``: where the HEAD trees are read (default: from lakeFS through ``reader``).
+    ``objects``: ``address, md5`` of the namespace's objects (the mark's candidates), where the
+    HEAD entries' own objects are looked up for content evidence (None: no evidence)."""
+    from pyspark.sql import functions as F
+
     heads = head_metaranges(graph)
     if not heads:
         return TwinGuard(None, guard_twins_none())
     trees = trees or LakeFSHeadTrees(reader)
     # read once: the queries below use the tree three times, and Spark would read it again each time
     tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
-    sized = trees.entries(tree.select("id").distinct(), parallelism=parallelism).join(
+    marked = with_md5(marked)
+    sized = with_evidence(trees.entries(tree.select("id").distinct(), parallelism=parallelism)).join(
         marked.select("size").distinct(), "size", "left_semi"
     )
-    sized.persist()
+    # read once (the HEAD trees, and the lookup of their objects' MD5s): the queries below use it
+    # five times through ``needed``, which is only a few joins with the marked objects' aggregates
+    keyed = entry_keys(sized, objects).persist()
     try:
-        plan = plan_sizes(spark, marked, sized, tree, heads)
-        pairs = twin_pairs(marked, sized, tree, plan.checked)
-        return _decide(spark, pairs, plan, heads, reader, lakefs, say)
+        needed = needed_entries(marked, keyed)
+        plan = plan_sizes(spark, marked, needed, tree, heads)
+        pairs = twin_pairs(marked, needed, tree, plan.checked)
+        guard = _decide(spark, pairs, plan, heads, reader, lakefs, say)
+        ruled_out = marked.join(keyed.select("size").distinct(), "size", "left_semi").join(
+            exposed(marked, needed), "address", "left_anti"
+        )
+        row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
+        guard.counts["ruled_out"], guard.counts["ruled_out_bytes"] = int(row[0]), int(row[1] or 0)
+        if row[0]:
+            say(f"identity twins: {row[0]} objects ruled out by content evidence (their bytes' MD5)")
+        return guard
     finally:
-        sized.unpersist()
+        keyed.unpersist()
 
 
 @dataclass(frozen=True)
@@ -156,14 +192,15 @@ class SizePlan:
 
 
 def plan_sizes(
-    spark: SparkSession, marked: DataFrame, sized: DataFrame, tree: DataFrame, heads: Mapping[str, list[str]]
+    spark: SparkSession, marked: DataFrame, needed: DataFrame, tree: DataFrame, heads: Mapping[str, list[str]]
 ) -> SizePlan:
     """Sizes to resolve, cheapest first, within both budgets; the rest are kept without a stat.
 
     The work of a size is known before any pair is built: its stats are the (branch, path) pairs of
-    HEAD entries of that size (each range weighted by the branches whose HEAD tree holds it), its
-    pairs the stats times its marked objects. A size shared by many objects and entries (empty
-    files, fixed-size chunks) would make the join quadratic; it is kept instead, and only it.
+    the needed HEAD entries of that size (each range weighted by the branches whose HEAD tree holds
+    it), its pairs, per entry, those stats times the marked objects it may be a twin of. A size
+    shared by many objects and entries (empty files, fixed-size chunks) would make the join
+    quadratic; it is kept instead, and only it: its objects that have a twin pair at all.
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -172,37 +209,53 @@ def plan_sizes(
         [(m, len(b)) for m, b in heads.items()], "metarange string, branches long"
     )
     range_weight = tree.join(weights, "metarange").groupBy("id").agg(F.sum("branches").alias("weight"))
+    objects = marked.groupBy("size").agg(
+        F.count("*").alias("objects"), F.sum(F.col("md5").isNull().cast("long")).alias("unknown")
+    )
+    same = (
+        marked.where(F.col("md5").isNotNull())
+        .groupBy("size", F.col("md5").alias("key"))
+        .agg(F.count("*").alias("same"))
+    )
+    # the marked objects an entry may be a twin of: all of its size without a key, else those
+    # without an MD5 and those with its key
+    matches = F.when(F.col("key").isNull(), F.col("objects")).otherwise(
+        F.col("unknown") + F.coalesce(F.col("same"), F.lit(0))
+    )
     per_size = (
-        sized.join(range_weight, "id").groupBy("size").agg(F.sum("weight").alias("stats"))
-        .join(marked.groupBy("size").agg(F.count("*").alias("objects")), "size")
+        needed.join(range_weight, "id").join(objects, "size").join(same, ["size", "key"], "left")
+        .groupBy("size")
+        .agg(F.sum("weight").alias("stats"), F.sum(F.col("weight") * matches).alias("pairs"))
     )  # fmt: skip
     order = Window.orderBy("stats", "size").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     planned = per_size.select(
-        "size", "objects",
+        "size",
         ((F.sum("stats").over(order) <= STAT_BUDGET)
-         & (F.sum(F.col("stats") * F.col("objects")).over(order) <= PAIR_BUDGET)).alias("checked"),
+         & (F.sum("pairs").over(order) <= PAIR_BUDGET)).alias("checked"),
     ).localCheckpoint()  # fmt: skip
     checked = planned.where("checked").select("size")
-    over = planned.where("not checked")
-    row = over.agg(F.count("*"), F.sum("objects"), F.sum(F.col("objects") * F.col("size"))).collect()[0]
+    over = planned.where("not checked").select("size")
+    unresolved = marked.join(over, "size", "left_semi").join(exposed(marked, needed), "address", "left_semi")
+    row = unresolved.agg(F.count("*"), F.sum("size"), F.countDistinct("size")).collect()[0]
     if not row[0]:
         return SizePlan(checked, None, 0, 0, 0)
-    unresolved = marked.join(over.select("size"), "size", "left_semi").select("address")
-    return SizePlan(checked, unresolved, int(row[1]), int(row[2] or 0), int(row[0]))
+    return SizePlan(checked, unresolved.select("address"), int(row[0]), int(row[1] or 0), int(row[2]))
 
 
-def twin_pairs(marked: DataFrame, sized: DataFrame, tree: DataFrame, checked: DataFrame) -> DataFrame:
-    """``(address, size, metarange, path)``: marked objects of a checked size and HEAD entries of it."""
+def twin_pairs(marked: DataFrame, needed: DataFrame, tree: DataFrame, checked: DataFrame) -> DataFrame:
+    """``(address, size, metarange, path)``: marked objects of a checked size and the needed HEAD
+    entries of that size content evidence does not rule out."""
     from pyspark.sql import functions as F
 
     sizes = F.broadcast(checked)  # at most STAT_BUDGET rows
-    entries = sized.join(sizes, "size", "left_semi")
+    entries = needed.join(sizes, "size", "left_semi")
     return (
-        marked.select("address", "size")
+        marked.select("address", "size", "md5")
         .join(sizes, "size", "left_semi")
         .join(entries, "size")
+        .where(pair_condition())
         .join(tree, "id")
-        .drop("id")
+        .select("address", "size", "metarange", "path")
     )
 
 
@@ -276,7 +329,10 @@ def guard_twins_none() -> dict[str, Any]:
 
 
 def _zero() -> dict[str, int]:
-    return {"live": 0, "live_bytes": 0, "kept": 0, "kept_bytes": 0, "released": 0, "released_bytes": 0}
+    return {
+        "live": 0, "live_bytes": 0, "kept": 0, "kept_bytes": 0, "released": 0, "released_bytes": 0,
+        "ruled_out": 0, "ruled_out_bytes": 0,
+    }  # fmt: skip
 
 
 class _HeadRanges:
@@ -295,7 +351,7 @@ class _HeadRanges:
 
 
 class _RangeEntries:
-    """Per partition: ``(range id, path, size)`` of every entry of each range."""
+    """Per partition: ``(range id, path, size, address, checksum)`` of every entry of each range."""
 
     def __init__(self, reader: MetadataReader) -> None:
         self.reader = reader
@@ -306,12 +362,14 @@ class _RangeEntries:
         with LakeFSClient(r.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
                 for range_id in batch.column("id").to_pylist():
-                    rows = list(r.read_entries(client, fs, range_id))
+                    rows = list(r.read_head_entries(client, fs, range_id))
                     yield pa.RecordBatch.from_pydict(
                         {
                             "id": [range_id] * len(rows),
-                            "path": [p for p, _ in rows],
-                            "size": [s for _, s in rows],
+                            "path": [e[0] for e in rows],
+                            "size": [e[1] for e in rows],
+                            "address": [e[2] for e in rows],
+                            "checksum": [e[3] for e in rows],
                         },
                         schema=_ENTRIES,
                     )

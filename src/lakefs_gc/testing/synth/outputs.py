@@ -41,11 +41,13 @@ MANIFEST_SCHEMA = pa.schema(
 )  # fmt: skip
 BATCH_ROWS = 50_000
 PART_ROWS = 1_000_000
-_INVENTORY_COLUMNS = ["bucket", "key", "size", "last_modified", "etag"]
+_INVENTORY_COLUMNS = ["bucket", "key", "size", "last_modified", "etag", "encryption"]
 _INVENTORY_SCHEMA = pa.schema(
     [("bucket", pa.string()), ("key", pa.string()), ("size", pa.int64()),
-     ("last_modified", pa.timestamp("ms", tz="UTC")), ("etag", pa.string())]
+     ("last_modified", pa.timestamp("ms", tz="UTC")), ("etag", pa.string()), ("encryption", pa.string())]
 )  # fmt: skip
+#: S3's default encryption since 2023: every object's single-part ETag is the MD5 of its bytes
+ENCRYPTION = "SSE-S3"
 
 
 @dataclass(frozen=True)
@@ -168,7 +170,7 @@ class _Delivery:
             [pa.repeat(pa.scalar(self.bucket, pa.string()), n), pa.array(keys, pa.string()),
              sizes,
              pa.repeat(pa.scalar(created * 1000, pa.timestamp("ms", tz="UTC")), n),
-             pa.array(etags, pa.string())],
+             pa.array(etags, pa.string()), pa.repeat(pa.scalar(ENCRYPTION, pa.string()), n)],
             schema=_INVENTORY_SCHEMA,
         ))  # fmt: skip
         self.pending_rows += n
@@ -205,7 +207,8 @@ class _Delivery:
             stamps = batch.column("last_modified").cast(pa.timestamp("ms", tz="UTC"), safe=False)
             yield pa.record_batch(
                 [pa.repeat(pa.scalar(self.bucket, pa.string()), n), pa.array(keys, pa.string()),
-                 batch.column("size"), stamps, pa.nulls(n, pa.string())],
+                 batch.column("size"), stamps, pa.nulls(n, pa.string()),
+                 pa.repeat(pa.scalar(ENCRYPTION, pa.string()), n)],
                 schema=_INVENTORY_SCHEMA,
             )  # fmt: skip
 
@@ -235,10 +238,10 @@ class _Delivery:
         text = io.StringIO()
         out = csv.writer(text, quoting=csv.QUOTE_ALL, lineterminator="\n")
         columns = [table.column(c).to_pylist() for c in _INVENTORY_COLUMNS]
-        for bucket, key, size, modified, etag in zip(*columns, strict=True):
+        for bucket, key, size, modified, etag, encryption in zip(*columns, strict=True):
             out.writerow([
                 bucket or "", self._quoted(key), str(size), s3_writer._csv_value("last_modified", modified),
-                etag or "",
+                etag or "", encryption or "",
             ])  # fmt: skip
         return gzip.compress(text.getvalue().encode(), mtime=0)
 

@@ -17,6 +17,10 @@ if TYPE_CHECKING:
 Progress = Callable[[str], None]
 #: the candidates' columns, whichever source gave them
 LISTED_SCHEMA = "address string, size long, last_modified timestamp"
+#: an optional column after them: the MD5 of the object's bytes where the source proves it (an S3
+#: inventory with ETags and encryption status: lakefs_gc.gc.twins.content_md5), else null. The
+#: identity-twin guard rules pairs out with it; a source without it proves nothing.
+CONTENT_MD5 = "md5"
 
 
 @dataclass(frozen=True)

@@ -25,14 +25,16 @@ import pyarrow as pa
 from lakefs_gc.inventory.delivery import DataFile, Delivery, Flavour, InventoryError
 from lakefs_gc.inventory.discovery import discover, newer_unusable, newest_snapshot, open_destination
 from lakefs_gc.inventory.generate import LOCAL_SOURCE
-from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
-from lakefs_gc.spark.mark.sources.base import LISTED_SCHEMA, Candidates, Progress
+from lakefs_gc.inventory.mapping import NamespaceRoute, content_md5s, route_rows
+from lakefs_gc.spark.mark.sources.base import CONTENT_MD5, LISTED_SCHEMA, Candidates, Progress
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
+
+LISTED_COLUMNS = ["address", "size", "last_modified"]
 
 
 def inventory_objects(
@@ -44,11 +46,13 @@ def inventory_objects(
     options: StorageOptions,
     parallelism: int,
 ) -> DataFrame:
-    """The objects of ``route``'s namespace according to ``delivery`` (``LISTED_SCHEMA``)."""
+    """The objects of ``route``'s namespace according to ``delivery`` (``LISTED_SCHEMA`` and
+    :data:`CONTENT_MD5`: an S3 delivery with the ETag and EncryptionStatus fields proves it)."""
     indexes = [(i,) for i in range(len(delivery.files))]
     tasks = spark.createDataFrame(indexes, "file int")
     tasks = tasks.repartition(max(1, min(parallelism, len(indexes))))
-    return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options)), LISTED_SCHEMA)
+    schema = f"{LISTED_SCHEMA}, {CONTENT_MD5} string"
+    return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options)), schema)
 
 
 class _ReadDataFiles:
@@ -66,6 +70,7 @@ class _ReadDataFiles:
             for index in batch.column("file").to_pylist():
                 data_file: DataFile = self.delivery.files[index]
                 for rows in reader.read_data_file(fs, self.delivery, data_file):
+                    rows = self._proven(rows)
                     candidates = route_rows(
                         rows,
                         [self.route],
@@ -73,7 +78,18 @@ class _ReadDataFiles:
                         snapshot_time=self.delivery.snapshot_time,
                     )
                     if candidates.num_rows:
-                        yield from candidates.select(["address", "size", "last_modified"]).to_batches()
+                        columns = candidates.select(["address", "size", "last_modified", "etag"])
+                        yield from columns.rename_columns([*LISTED_COLUMNS, CONTENT_MD5]).to_batches()
+
+    def _proven(self, rows: pa.RecordBatch) -> pa.RecordBatch:
+        """``rows`` with each ETag replaced by the MD5 of the bytes it proves (else null): routing
+        carries the ``etag`` column through to the candidates, which need nothing else of it."""
+        i = rows.schema.get_field_index("etag")
+        if self.delivery.flavour != "s3":
+            proven = pa.nulls(rows.num_rows, pa.string())
+        else:
+            proven = content_md5s(rows.column("etag"), rows.column("encryption")).combine_chunks()
+        return rows.set_column(i, "etag", proven)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,108 @@
+"""The identity-twin guard's content evidence as Spark columns (the rule: ``gc.twins.ruled_out``).
+
+Pairing a marked object with every HEAD entry of its size costs a stat per (branch, path); a pair
+whose two objects' bytes are *proven* different needs none (docs/formats/lakefs-export-hazards.md,
+"Ruling twins out by content"). The proofs arrive as columns: the marked objects' ``md5`` (from an
+S3 inventory's ETags under ``NOT-SSE``/``SSE-S3``, null otherwise) and, per HEAD entry, its recorded
+``checksum`` and ``address``, whose own object's ``md5`` is looked up among the candidates. Entries
+are then reduced to the *needed* ones, and the guard's plan and pairs (:mod:`.twins`) are built
+from those: without any proof every entry is needed, and the guard is what it was.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from lakefs_gc.gc import reasons
+from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame
+
+#: the content evidence columns of a HEAD entry: its ``address`` and its recorded ``checksum``
+EVIDENCE = ("address", "checksum")
+
+
+def marked_with_evidence(classified: DataFrame, *, trusted: bool) -> tuple[DataFrame, DataFrame | None]:
+    """The objects the mark would delete (``address, size``, with ``md5`` when the candidates'
+    source proves it and the checksums are ``trusted``: ``gc.trust_checksums``) and ``address, md5``
+    of every candidate (None: no evidence)."""
+    from pyspark.sql import functions as F
+
+    garbage = classified.filter(F.col("reason") == reasons.GARBAGE)
+    if not trusted or CONTENT_MD5 not in classified.columns:
+        return garbage.select("address", "size"), None
+    return garbage.select("address", "size", CONTENT_MD5), classified.select("address", CONTENT_MD5)
+
+
+def with_md5(marked: DataFrame) -> DataFrame:
+    """``address, size, md5`` of the marked objects (``md5`` null where the source proved none)."""
+    from pyspark.sql import functions as F
+
+    md5 = F.col(CONTENT_MD5) if CONTENT_MD5 in marked.columns else F.lit(None).cast("string")
+    return marked.select("address", "size", md5.alias("md5"))
+
+
+def with_evidence(entries: DataFrame) -> DataFrame:
+    """HEAD entries with the evidence columns (null where the tree's reader has none)."""
+    from pyspark.sql import functions as F
+
+    for column in EVIDENCE:
+        if column not in entries.columns:
+            entries = entries.withColumn(column, F.lit(None).cast("string"))
+    return entries.select("id", "path", "size", *EVIDENCE)
+
+
+def entry_keys(entries: DataFrame, objects: DataFrame | None) -> DataFrame:
+    """``(id, path, size, key)``: each HEAD entry with its proven content MD5
+    (:func:`lakefs_gc.gc.twins.entry_key`: its checksum, when that is the MD5 its own object's
+    bytes are proven to have), else a null key (any marked object of its size may be its twin)."""
+    from pyspark.sql import functions as F
+
+    if objects is None or CONTENT_MD5 not in objects.columns:
+        return entries.select("id", "path", "size", F.lit(None).cast("string").alias("key"))
+    proven = objects.where(F.col(CONTENT_MD5).isNotNull()).select(
+        "address", F.col(CONTENT_MD5).alias("_object_md5")
+    )
+    key = F.when(F.lower(F.col("checksum")) == F.col("_object_md5"), F.col("_object_md5"))
+    return entries.join(proven, "address", "left").select("id", "path", "size", key.alias("key"))
+
+
+def needed_entries(marked: DataFrame, keyed: DataFrame) -> DataFrame:
+    """The HEAD entries some marked object of their size may be a twin of (the rest are ruled out):
+    an entry without a key, one of a size with a marked object without an MD5, or one whose key is
+    some marked object's MD5 (:func:`lakefs_gc.gc.twins.ruled_out`)."""
+    from pyspark.sql import functions as F
+
+    unknown = marked.groupBy("size").agg(F.max(F.col("md5").isNull().cast("int")).alias("_unknown"))
+    md5s = marked.where(F.col("md5").isNotNull()).select("size", F.col("md5").alias("key")).distinct()
+    matching = md5s.withColumn("_match", F.lit(True))
+    joined = keyed.join(unknown, "size").join(matching, ["size", "key"], "left")
+    need = F.col("key").isNull() | (F.col("_unknown") == 1) | F.col("_match").isNotNull()
+    return joined.where(need).select("id", "path", "size", "key")
+
+
+def pair_condition() -> Column:
+    """The pair predicate of :func:`lakefs_gc.gc.twins.ruled_out`, negated: not both MD5s proven
+    and different (columns ``md5`` of the object, ``key`` of the entry)."""
+    from pyspark.sql import functions as F
+
+    return F.col("md5").isNull() | F.col("key").isNull() | (F.col("md5") == F.col("key"))
+
+
+def exposed(marked: DataFrame, needed: DataFrame) -> DataFrame:
+    """``address`` of the marked objects that have at least one twin pair, without building the
+    pairs: an object without an MD5 has one with any needed entry of its size, one with an MD5
+    with a needed entry of its size that has no key or has its MD5."""
+    from pyspark.sql import functions as F
+
+    unknown = marked.where(F.col("md5").isNull()).join(needed.select("size").distinct(), "size", "left_semi")
+    open_sizes = needed.where(F.col("key").isNull()).select("size").distinct()
+    known = marked.where(F.col("md5").isNotNull())
+    to_open = known.join(open_sizes, "size", "left_semi")
+    to_same = known.join(
+        needed.where(F.col("key").isNotNull()).select("size", F.col("key").alias("md5")).distinct(),
+        ["size", "md5"], "left_semi",
+    )  # fmt: skip
+    found = unknown.select("address").union(to_open.select("address")).union(to_same.select("address"))
+    return found.distinct()

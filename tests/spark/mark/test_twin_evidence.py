@@ -1,0 +1,189 @@
+"""The identity-twin guard's content evidence, in Spark, agrees with the rule and with lakeFS.
+
+The guard's Spark plan (:mod:`lakefs_gc.spark.mark.twin_evidence`, then ``plan_sizes`` and
+``twin_pairs``) must build exactly the twin pairs of the in-memory rule
+(:func:`lakefs_gc.gc.twins.find_twins` in ``content`` mode) on random worlds of HEAD trees, proven
+and unproven entries and marked objects with and without a proven MD5. Then, end to end through the
+test server and ``mark --inventory``: an S3 inventory that carries ETags and EncryptionStatus rules
+out a same-size garbage object of other bytes without a stat, still keeps an identical re-upload
+(a live twin), and proves nothing when the objects are KMS-encrypted.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from pyspark.sql import SparkSession
+
+from lakefs_gc.gc import twins as rule
+from lakefs_gc.inventory.generate import list_namespace, write_inventory
+from lakefs_gc.spark.mark import twin_evidence, twins
+from lakefs_gc.storage.filesystems import StorageOptions
+from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+from tests.support.gc_env import GcEnv, gc_env, run_cli
+
+CONTENTS = [b"x" * 10, b"y" * 10, b"z" * 10]
+ENTRIES = "id string, path string, size long, address string, checksum string"
+MD5S = [hashlib.md5(c).hexdigest() for c in CONTENTS]
+
+
+def world(seed: int) -> tuple[dict[str, list[str]], list[tuple[str, str]], list[Any], list[Any], list[Any]]:
+    """HEAD metaranges → branches, the tree, entries (id, path, size, address, checksum), the
+    namespace's objects (address, md5) and the marked objects (address, size, md5)."""
+    rnd = random.Random(seed)
+    heads = {"m1": ["main", "dev"], "m2": ["h-hidden"]}
+    tree = [("m1", "r1"), ("m2", "r1"), ("m2", "r2")]
+    entries, objects = [], []
+    for n in range(rnd.randint(2, 8)):
+        size = rnd.choice([10, 10, 11])
+        content = rnd.randrange(3)
+        address = f"data/committed-{n}"
+        proven = rnd.random() < 0.6
+        checksum = rnd.choice([MD5S[content], MD5S[content].upper(), "client-chosen"])
+        entries.append((rnd.choice(["r1", "r2"]), f"p{n}", size, address, checksum))
+        objects.append((address, MD5S[content] if proven else None))
+    marked = []
+    for k in range(rnd.randint(1, 8)):
+        md5 = rnd.choice([*MD5S, None])
+        marked.append((f"data/marked-{k}", rnd.choice([10, 11, 12]), md5))
+        objects.append((f"data/marked-{k}", md5))
+    return heads, tree, entries, objects, marked
+
+
+def spark_pairs(
+    spark: SparkSession, seed: int, *, evidence: bool = True
+) -> tuple[set[tuple[str, str, str]], set[str], twins.SizePlan]:
+    heads, tree, entries, objects, marked = world(seed)
+    marked_df = spark.createDataFrame(marked, "address string, size long, md5 string")
+    tree_df = spark.createDataFrame(tree, "metarange string, id string")
+    entries_df = spark.createDataFrame(entries, ENTRIES)
+    objects_df = spark.createDataFrame(objects, "address string, md5 string") if evidence else None
+    sized = entries_df.join(marked_df.select("size").distinct(), "size", "left_semi")
+    needed = twin_evidence.needed_entries(marked_df, twin_evidence.entry_keys(sized, objects_df))
+    plan = twins.plan_sizes(spark, marked_df, needed, tree_df, heads)
+    rows = twins.twin_pairs(marked_df, needed, tree_df, plan.checked).collect()
+    pairs = {(r["address"], b, r["path"]) for r in rows for b in heads[r["metarange"]]}
+    return pairs, {r["address"] for r in twin_evidence.exposed(marked_df, needed).collect()}, plan
+
+
+def rule_pairs(seed: int, *, evidence: bool = True) -> set[tuple[str, str, str]]:
+    heads, tree, entries, objects, marked = world(seed)
+    md5_of = dict(objects) if evidence else {}
+    ranges: dict[str, list[str]] = {}
+    for metarange, range_id in tree:
+        ranges.setdefault(range_id, []).extend(heads[metarange])
+    head_entries = [
+        rule.HeadEntry(branch, path, size, checksum, object_md5=md5_of.get(address))
+        for range_id, path, size, address, checksum in entries
+        for branch in ranges[range_id]
+    ]
+    objs = [rule.MarkedObject(a, s, md5=m if evidence else None) for a, s, m in marked]
+    return {(p.address, p.branch, p.path) for p in rule.find_twins(objs, head_entries, "content")}
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_spark_pairs_are_the_rules(spark: SparkSession, monkeypatch: pytest.MonkeyPatch, seed: int) -> None:
+    monkeypatch.setattr(twins, "STAT_BUDGET", 10**6)
+    monkeypatch.setattr(twins, "PAIR_BUDGET", 10**6)
+    pairs, exposed, plan = spark_pairs(spark, seed)
+    assert pairs == rule_pairs(seed)
+    assert exposed == {a for a, _, _ in pairs}, "an object with a pair is exposed, one without is not"
+    assert plan.unresolved is None
+    without, _, _ = spark_pairs(spark, seed, evidence=False)
+    assert without == rule_pairs(seed, evidence=False) >= pairs  # evidence only ever removes pairs
+
+
+def test_over_the_budget_only_exposed_objects_stay_unresolved(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(twins, "STAT_BUDGET", 0)
+    for seed in range(6):
+        _, exposed, plan = spark_pairs(spark, seed)
+        unresolved = set() if plan.unresolved is None else {r["address"] for r in plan.unresolved.collect()}
+        assert unresolved == exposed, seed
+        assert plan.unresolved_objects == len(exposed)
+
+
+# ---- end to end: mark --inventory on the test server --------------------------------------------
+
+REPO = "evidence"
+Capsys = pytest.CaptureFixture[str]
+
+
+@pytest.fixture
+def env(tmp_path: Path) -> Iterator[GcEnv]:
+    yield from gc_env(tmp_path, StorageOptions(), ("local",), [])
+
+
+def build(env: GcEnv) -> tuple[str, str, str]:
+    """``main`` commits ``a`` (10 bytes), then stages the same bytes again over it (a live twin) and
+    an upload of other 10 bytes it resets (garbage). Returns (committed, twin, garbage) addresses."""
+    env.lakefs.create_repo(REPO, f"local://{REPO}")
+    lakefs = env.lakefs
+    lakefs.set_rules(REPO, 7)
+    committed = lakefs.upload(REPO, "main", "a", CONTENTS[0]).physical_address
+    lakefs.commit(REPO, "main", "a")
+    lakefs.branch(REPO, "dev", "main")
+    garbage = lakefs.upload(REPO, "dev", "b", CONTENTS[1]).physical_address
+    lakefs.reset(REPO, "dev")
+    twin = lakefs.upload(REPO, "main", "a", CONTENTS[0]).physical_address
+    return tuple(a[a.index("/data/") + 1 :] for a in (committed, twin, garbage))  # type: ignore[return-value]
+
+
+def deliver(env: GcEnv, destination: Path, encryption: str | None) -> None:
+    """An S3 inventory of the namespace with each object's MD5 as its ETag, as S3 lists a single-part
+    object, and ``encryption`` as every row's EncryptionStatus (None: the field not configured)."""
+    namespace = parse_storage_namespace(f"local://{REPO}", local_root=str(env.storage_root))
+    rows = list_namespace(namespace, env.options)
+    prefix = len(namespace.key.strip("/")) + 1  # inventory keys are the namespace's key, then the address
+    root = env.storage_root / REPO
+    keys = rows.column("key").to_pylist()
+    etags = [hashlib.md5((root / k[prefix:]).read_bytes()).hexdigest() for k in keys]
+    rows = rows.set_column(rows.schema.get_field_index("etag"), "etag", pa.array(etags, pa.string()))
+    statuses = pa.array([encryption] * rows.num_rows, pa.string())
+    rows = rows.set_column(rows.schema.get_field_index("encryption"), "encryption", statuses)
+    assert pc.all(pc.is_valid(rows.column("etag"))).as_py()
+    write_inventory(
+        rows, namespace, env.options, parse_location(str(destination)), flavour="s3", format="csv",
+        snapshot_time=datetime.now(timezone.utc) - timedelta(minutes=1), rows_per_file=100,
+    )  # fmt: skip
+
+
+def mark(env: GcEnv, capsys: Capsys, destination: Path, *extra: str) -> dict[str, Any]:
+    argv = ["mark", "--repo", REPO, "--unsafe-min-age", "0s", "--output", "json", *extra]
+    code, lines, err = run_cli(capsys, *argv, "--inventory", str(destination), *env.args())
+    assert code == 0, err
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("encryption", "trusted", "ruled_out"),
+    [("SSE-S3", True, 1), ("NOT-SSE", True, 1), ("SSE-KMS", True, 0), (None, True, 0), ("SSE-S3", False, 0)],
+)
+def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_twin(
+    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str | None, trusted: bool, ruled_out: int
+) -> None:
+    """With ``--trust-checksums`` only: the guard is opt-in (a client could link bytes under the MD5
+    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before."""
+    committed, twin, garbage = build(env)
+    destination = tmp_path / "inventory"
+    deliver(env, destination, encryption)
+    summary = mark(env, capsys, destination, *(["--trust-checksums"] if trusted else []))["summary"]
+    found = summary["identity_twins"]
+    assert summary["num_deleted_objects"] == 1  # the reset upload, and only it
+    assert summary["kept"]["identity_twin"]["objects"] == 1  # the twin main serves
+    assert (found["live"], found["kept"], found["ruled_out"]) == (1, 0, ruled_out), found
+    assert found["stats"] == 2  # (main, a) and (dev, a), for the twin: dev branched from the commit
+    assert found["released"] == 1 - ruled_out  # without evidence the reset upload is released by a stat
+    assert (found["pairs"], found["ruled_out_bytes"]) == (4 - 2 * ruled_out, 10 * ruled_out)
+    assert all((env.storage_root / REPO / a).exists() for a in (committed, twin, garbage)), (
+        "marks delete nothing"
+    )
