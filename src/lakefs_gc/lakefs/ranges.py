@@ -16,7 +16,7 @@ from lakefs_gc.errors import ExportError
 from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.sstable import SSTableReader
-from lakefs_gc.sstable.addresses import range_address_blocks
+from lakefs_gc.sstable.addresses import HeadEntry, KeepAddress, range_address_blocks, range_head_entry_blocks
 from lakefs_gc.sstable.graveler import iter_metarange_range_ids
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 
@@ -37,11 +37,24 @@ def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Itera
     speed): RELATIVE addresses are keys already; only the others go through the normalisation.
     """
 
+    for block in range_address_blocks(reader, _normalizer(namespace)):
+        yield from block
+
+
+def head_entries_of_range(reader: SSTableReader, namespace: str) -> Iterator[HeadEntry]:
+    """``(path, size, address, checksum)`` of every entry of a range, the address normalised as
+    :func:`committed_addresses_of_range` normalises it (None outside the namespace)."""
+    for block in range_head_entry_blocks(reader, _normalizer(namespace)):
+        yield from block
+
+
+def _normalizer(namespace: str) -> KeepAddress:
+    """The fast path's ``keep`` for a non-RELATIVE address: its namespace-relative key, or None."""
+
     def keep(address: str, address_type: int) -> str | None:
         return normalize_committed_address(address, address_type, namespace)
 
-    for block in range_address_blocks(reader, keep):
-        yield from block
+    return keep
 
 
 def metadata_location(

@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from lakefs_gc.gc.ports import CommitGraphReader, RefsReader, StagedExport
-from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.lakefs.exports import (
     ActiveCommits,
@@ -35,13 +34,14 @@ from lakefs_gc.lakefs.exports import (
 )
 from lakefs_gc.lakefs.ranges import (
     committed_addresses_of_range,
+    head_entries_of_range,
     metadata_location,
     open_sstable,
     range_ids_of_metarange,
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.sstable.addresses import HeadEntry, range_head_entry_blocks, range_path_size_blocks
+from lakefs_gc.sstable.addresses import HeadEntry, range_path_size_blocks
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
@@ -170,14 +170,8 @@ class MetadataReader:
         view of a HEAD tree with what its content evidence needs (the address normalised as the
         classification's, None outside the namespace; the checksum lakeFS recorded)."""
         location = self.resolve(range_id, client.range_location(self.repository, range_id))
-        namespace = self.storage_namespace
-
-        def keep(address: str, address_type: int) -> str | None:
-            return normalize_committed_address(address, address_type, namespace)
-
         with open_sstable(fs, location, location.fs_path) as table:
-            for block in range_head_entry_blocks(table, keep):
-                yield from block
+            yield from head_entries_of_range(table, self.storage_namespace)
 
     def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(
