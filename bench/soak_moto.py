@@ -151,7 +151,8 @@ def moto_world(workdir: Path, *, grace: str, retention_days: int) -> Iterator[Mo
 
 def serve_moto(port: int) -> None:
     """Child mode: ``moto.server`` with two of its SQS costs made linear, its SQS calls atomic,
-    one notification per completed multipart upload (as S3), and no access log.
+    one notification per completed multipart upload (as S3), listings that a concurrent delete
+    does not fail, and no access log.
 
     moto 5's SQS computes every queue attribute (three scans of the queue) for each message a
     ``ReceiveMessage`` returns (the retention check), and rebuilds the message list for each deleted
@@ -218,6 +219,17 @@ def serve_moto(port: int) -> None:
 
     s3_backend.put_object = put_object
     s3_backend.complete_multipart_upload = complete_multipart_upload
+    # moto lists a bucket by copying its key dict and then looking each key up again: a key deleted
+    # in between (a sweep beside the test server's listings) fails the listing with
+    # INTERNAL_FAILURE. S3 lists what is there; so does this
+    from moto.s3 import utils as s3_utils
+
+    def iteritems(self: Any) -> Any:
+        for key, versions in self._self_iterable().items():
+            if versions:
+                yield key, versions[-1]
+
+    s3_utils._VersionedKeyStore.items = s3_utils._VersionedKeyStore.iteritems = iteritems
     logging.getLogger("werkzeug").setLevel(logging.WARNING)
     moto_main(["-H", "127.0.0.1", "-p", str(port)])
 

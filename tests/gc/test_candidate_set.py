@@ -68,6 +68,13 @@ def test_a_rewrite_makes_the_object_as_young_as_its_newest_write() -> None:
     assert candidate(OLD, SNAP, [created(0.5)]) == OLD  # an older report does not make it older
 
 
+def test_the_snapshot_proof_of_content_does_not_survive_a_newer_write() -> None:
+    proven = Listed(5, at(1), "0" * 32)
+    assert candidate(proven, SNAP, []) == proven
+    assert candidate(proven, SNAP, [created(0.5)]) == proven  # a write the snapshot shows
+    assert candidate(proven, SNAP, [created(12, size=5)]) == Listed(5, at(12))  # other bytes, maybe
+
+
 # ---- the DataFrame implementation equals the rule ---------------------------------------------
 
 _times = st.integers(min_value=0, max_value=30)
@@ -88,9 +95,10 @@ def test_spark_candidate_set_equals_the_rule(spark: object, histories: list, sna
     snap_rows, event_rows, swept_rows, expected = [], [], [], {}
     for i, (row, events, swept) in enumerate(histories):
         address = f"data/s/{i}"
-        listed = None if row is None or snapshot_time is None else Listed(row[0], at(row[1]))
+        md5 = f"{i:032x}" if i % 3 else None  # proven for some rows
+        listed = None if row is None or snapshot_time is None else Listed(row[0], at(row[1]), md5)
         if listed is not None:
-            snap_rows.append((address, listed.size, listed.last_modified))
+            snap_rows.append((address, listed.size, listed.last_modified, listed.md5))
         observed = [Observed(k, at(h), sequencer_order(s) if s else "", 3) for k, h, s in events]
         event_rows += [(address, o.kind, o.event_time, o.sequencer, o.size) for o in observed]
         swept_at = None if swept is None else at(swept)
@@ -98,17 +106,19 @@ def test_spark_candidate_set_equals_the_rule(spark: object, histories: list, sna
             swept_rows.append((address, swept_at))
         want = candidate(listed, snapshot_time, observed, swept_at)
         if want is not None:
-            expected[address] = (want.size, want.last_modified)
+            expected[address] = (want.size, want.last_modified, want.md5)
     session = spark  # type: ignore[assignment]
     snapshot = None
     if snapshot_time is not None:
-        snapshot = session.createDataFrame(snap_rows, "address string, size long, last_modified timestamp")
+        snapshot = session.createDataFrame(
+            snap_rows, "address string, size long, last_modified timestamp, md5 string"
+        )
     events = session.createDataFrame(
         event_rows, "address string, kind string, event_time timestamp, sequencer string, size long"
     )
     swept = session.createDataFrame(swept_rows, "address string, swept_time timestamp")
     got = {
-        r["address"]: (r["size"], r["last_modified"].astimezone(timezone.utc))
+        r["address"]: (r["size"], r["last_modified"].astimezone(timezone.utc), r.asDict().get("md5"))
         for r in candidate_set_frame(snapshot, snapshot_time, events, swept).collect()
     }
     assert got == expected

@@ -224,7 +224,8 @@ class FakeGc:
         if self.mark_error is not None:
             raise self.mark_error
         mark_id = f"m{self.calls.count('mark')}"
-        summary = {"num_deleted_objects": 3, "num_deleted_bytes": 300, "num_listed_objects": 10}
+        kept = {"committed": {"objects": 5, "bytes": 500}, "identity_twin": {"objects": 2, "bytes": 20}}
+        summary = {"num_deleted_objects": 3, "num_deleted_bytes": 300, "num_listed_objects": 10, "kept": kept}
         return MarkResult(repository, mark_id, True, summary, f"reports/{mark_id}", "s3://b/ns")
 
     def sweep(self, repository: str, mark_id: str) -> SweepResult:
@@ -287,6 +288,8 @@ def test_a_mark_is_swept_at_once_and_the_next_waits_for_the_interval(tmp_path: P
     assert c.metric("lakefs_gc_bytes_deleted_total") == 600
     assert c.metric("lakefs_gc_cycles_total") == 2
     assert c.metric("lakefs_gc_candidate_set_objects") == 10
+    assert c.metric("lakefs_gc_objects_kept", reason="identity_twin") == 2
+    assert c.metric("lakefs_gc_objects_kept", reason="committed") == 5
     assert c.metric("lakefs_gc_last_successful_cycle_timestamp_seconds") > 0
     assert c.cycle.status() == {"repository": "r", "marks": 2, "last_mark": "m2"}
 

@@ -23,6 +23,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.errors import ConfigError, ExitCode
+from lakefs_gc.service.candidates import CandidateSets
 from lakefs_gc.service.layout import LAYOUT, MARKER, LayoutDecision, decide_layout, take_layout
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.spark.ingest.events.table import EventTable, event_records, events_frame, recorded_parts
@@ -49,11 +50,14 @@ def test_the_layout_decision() -> None:
     where = "s3://b/state/_layout.json"
     assert decide_layout(None, False, "9.9", where=where) == LayoutDecision(None, True)  # a new state
     assert decide_layout(None, True, "9.9", where=where) == LayoutDecision(1, True)  # from before the marker
-    same, older = {"layout": 1, "written_by": "9.9"}, {"layout": 1, "written_by": "0.1.0"}
-    assert decide_layout(same, True, "9.9", where=where) == LayoutDecision(1, False)
-    assert decide_layout(older, True, "9.9", where=where) == LayoutDecision(1, True)  # records this version
-    with pytest.raises(ConfigError, match=r"layout 2, written by lakefs-gc 3\.0\.0; this release \(9\.9\)"):
-        decide_layout({"layout": 2, "written_by": "3.0.0"}, True, "9.9", where=where)
+    same, older = {"layout": LAYOUT, "written_by": "9.9"}, {"layout": LAYOUT, "written_by": "0.1.0"}
+    assert decide_layout(same, True, "9.9", where=where) == LayoutDecision(LAYOUT, False)
+    assert decide_layout(older, True, "9.9", where=where) == LayoutDecision(LAYOUT, True)  # this version
+    assert LAYOUT == 2  # layout 1 is read as is, and the marker says this layout from then on
+    layout_1 = {"layout": 1, "written_by": "9.9"}
+    assert decide_layout(layout_1, True, "9.9", where=where) == LayoutDecision(1, True)
+    with pytest.raises(ConfigError, match=r"layout 3, written by lakefs-gc 3\.0\.0; this release \(9\.9\)"):
+        decide_layout({"layout": 3, "written_by": "3.0.0"}, True, "9.9", where=where)
     for bad in ({"layout": "1"}, {"layout": 0}, {"layout": True}, {}):
         with pytest.raises(ConfigError, match="no layout version"):
             decide_layout(bad, True, "9.9", where=where)
@@ -62,7 +66,8 @@ def test_the_layout_decision() -> None:
 def test_this_release_reads_a_layout_1_state(old_state: Path, spark: SparkSession) -> None:
     directory = StoreDirectory.of(old_state)
     assert json.loads((old_state / MARKER).read_text()) == {"layout": 1, "written_by": "0.1.0"}
-    assert take_layout(directory, "0.1.0") == LAYOUT == 1
+    assert take_layout(directory, "0.1.0") == 1
+    assert json.loads((old_state / MARKER).read_text()) == {"layout": LAYOUT, "written_by": "0.1.0"}
 
     records = CycleRecords(directory.sub("cycles/demo/batches"))
     assert [(m.mark_id, m.success, m.sweep, m.marked) for _, m in records.marks()] == [
@@ -91,6 +96,11 @@ def test_this_release_reads_a_layout_1_state(old_state: Path, spark: SparkSessio
     frame = candidates_frame(spark, candidates, ingested, parallelism=2)
     expected = [(f"data/obj-{n}", 100 * n) for n in range(1, 5)]
     assert sorted((r.address, r.size) for r in frame.collect()) == expected
+    assert {r.encryption for r in frame.collect()} == {None}  # a part from before the column: no proof
+    snapshot = CandidateSets(StorageOptions(), candidates, None, evidence=True).newest_snapshot("demo")
+    assert snapshot is not None
+    proofs = {(r.address, r.md5) for r in snapshot.objects(spark, 2).collect()}
+    assert proofs == {(address, None) for address, _ in expected}  # the service's candidates: none proven
 
     cache = RangeCache.for_repository(directory, "demo")
     generation = cache.open("demo", NAMESPACE)  # fail closed: a listed part missing would raise
@@ -125,7 +135,7 @@ def test_a_layout_1_state_on_s3_is_read(fixtures: Path, moto: MotoServer, s3_buc
 def test_an_unmarked_state_is_layout_1_and_gets_its_marker(old_state: Path) -> None:
     (old_state / MARKER).unlink()
     assert take_layout(StoreDirectory.of(old_state), "0.2.0") == 1
-    assert json.loads((old_state / MARKER).read_text()) == {"layout": 1, "written_by": "0.2.0"}
+    assert json.loads((old_state / MARKER).read_text()) == {"layout": LAYOUT, "written_by": "0.2.0"}
     fresh = old_state.parent / "fresh"
     assert take_layout(StoreDirectory.of(fresh), "0.2.0") is None
     assert json.loads((fresh / MARKER).read_text())["layout"] == LAYOUT

@@ -37,6 +37,10 @@ class Listed:
 
     size: int
     last_modified: datetime
+    #: the bytes' MD5 the snapshot's row proves (S3 Inventory: ETag and EncryptionStatus), the
+    #: identity-twin guard's content evidence; a candidate keeps it only while the snapshot
+    #: describes it: a newer write has no proof (notifications carry no encryption status)
+    md5: str | None = None
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,9 @@ CANDIDATE_SCHEMA = pa.schema(
         ("etag", pa.string()),
         ("delivery_id", pa.string()),
         ("snapshot_time", pa.timestamp("us", tz="UTC")),
+        # S3's EncryptionStatus (null: not delivered, or Azure), which with the ETag proves the
+        # bytes' MD5 (content_md5s); parts ingested before it have no such column (read as null)
+        ("encryption", pa.string()),
     ]
 )
 
@@ -127,6 +130,7 @@ def _candidates(
             "etag": table.column("etag").take(rows),
             "delivery_id": pa.repeat(pa.scalar(delivery_id, pa.string()), n),
             "snapshot_time": pa.repeat(snapshot, n),
+            "encryption": table.column("encryption").take(rows),
         },
         schema=CANDIDATE_SCHEMA,
     )

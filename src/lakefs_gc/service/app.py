@@ -112,7 +112,8 @@ class GcService:
         self._resolve_repositories()
         table = self._start_inventory()
         events = self._start_events()
-        candidate_sets = CandidateSets(self.settings.storage, table, events.events_of if events else None)
+        events_of, trusted = events.events_of if events else None, self.settings.gc.trust_checksums
+        candidate_sets = CandidateSets(self.settings.storage, table, events_of, trusted)
         event_table = events.table if events else None
         self.maintenance = Maintenance(
             self.spark, self.settings.service, self.where.directory, candidate_sets, event_table,

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable, candidates_frame, ingested_deliveries
-from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot
+from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
 from lakefs_gc.spark.mark.sources.listing import ListingSource
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.sweep.resume import deleted_addresses
@@ -42,6 +42,9 @@ class CandidateSets:
     options: StorageOptions
     table: CandidateTable | None  # None: no inventory configured
     events: EventsOf | None  # None: no event source configured
+    #: carry each snapshot row's proof of content (``gc.trust_checksums``: only the identity-twin
+    #: guard uses it, and deriving it is one more pass of the snapshot's rows through Python)
+    evidence: bool = False
 
     def source(
         self, repository: str, namespace: StorageLocation, records: CycleRecords
@@ -71,13 +74,14 @@ class CandidateSets:
         if not mine:
             return None
         newest = max(mine, key=lambda d: (d.snapshot_time or "", d.seq))
-        table = self.table
+        table, evidence = self.table, self.evidence
 
         def objects(spark: SparkSession, parallelism: int) -> DataFrame:
             from pyspark.sql import functions as F
 
             frame = candidates_frame(spark, table, [newest], parallelism=parallelism)
-            return frame.filter(F.col("repository") == repository).select("address", "size", "last_modified")
+            mine = frame.filter(F.col("repository") == repository)
+            return with_content_md5(mine) if evidence else mine.select("address", "size", "last_modified")
 
         assert newest.snapshot_time is not None
         return Snapshot(newest.id, datetime.fromisoformat(newest.snapshot_time), objects)

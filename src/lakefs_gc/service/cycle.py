@@ -165,6 +165,8 @@ class GcCycle:
         m.bytes_marked.labels(repo).inc(mark.marked_bytes)
         if mark.candidates is not None:
             m.candidate_set_objects.labels(repo).set(int(mark.candidates))
+        for reason, kept in (result.summary.get("kept") or {}).items():
+            m.objects_kept.labels(repo, reason).set(int(kept.get("objects", 0)))
         saving = (result.summary.get("cost") or {}).get("monthly_saving_exact")
         if saving is not None:
             m.marked_monthly_saving.labels(repo).set(float(saving))

@@ -3,18 +3,28 @@
 A service upgraded in place reads the state the previous release wrote (cycle records, the event
 and candidate tables, the range cache). What may change between releases is versioned as one
 number, the *layout*: the directories and file formats listed in :mod:`lakefs_gc.service.state`.
-The service writes ``{"layout": 1, "written_by": "<lakefs_gc version>"}`` when it takes the state
+The service writes ``{"layout": 2, "written_by": "<lakefs_gc version>"}`` when it takes the state
 (right after the lease), and reads it first:
 
 - no marker and no state yet: a new state, the marker is written;
 - no marker on a state that holds something: the state of a release from before the marker,
   which is layout 1; the marker is written;
-- the layout this code writes: read as is (``written_by`` is updated to this version);
+- the layout this code writes, or an older one it reads: read as is (the marker is rewritten
+  with this layout and version);
 - a newer layout than this code knows (a newer release took the state, then it was rolled back):
   refused with :class:`~lakefs_gc.errors.ConfigError` (exit 3) before anything is written, since
   this release might misread it and a misread cycle record could sweep again, or forget a sweep.
 
-A future layout 2 adds its migration here, from the layouts it still reads.
+Layouts:
+
+1. the first marked layout (and every state from before the marker);
+2. the candidate table's parts gained S3's EncryptionStatus (``encryption``), and the range
+   cache's HEAD entries level each entry's address and checksum (recorded as ``head_entries``):
+   the identity-twin guard's content evidence. Layout 1 is read as is, no migration: a part
+   without ``encryption`` proves no content, and a range cache record's ``entries`` are dropped
+   and read again. A release of layout 1 would fail on the new parts; it is refused instead.
+
+A layout adds its migration here, from the layouts it still reads.
 """
 
 from __future__ import annotations
@@ -31,8 +41,8 @@ from lakefs_gc.storage.directories import StoreDirectory
 _log = logging.getLogger(__name__)
 
 MARKER = "_layout.json"
-#: the layout this code reads and writes
-LAYOUT = 1
+#: the layout this code writes (it reads every layout up to it)
+LAYOUT = 2
 #: what the state was before it had a marker
 UNMARKED_LAYOUT = 1
 #: files of the state that say nothing about its layout (the lease is taken before the marker)
@@ -70,7 +80,7 @@ def decide_layout(
             "or give this release a new service.state and service.checkpoints (it starts with empty "
             "tables; this state stays as the newer release left it)"
         )
-    return LayoutDecision(layout, write_marker=marker.get("written_by") != written_by)
+    return LayoutDecision(layout, write_marker=(layout, marker.get("written_by")) != (LAYOUT, written_by))
 
 
 def take_layout(directory: StoreDirectory, written_by: str = __version__) -> int | None:

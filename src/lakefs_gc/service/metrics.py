@@ -69,6 +69,12 @@ class Metrics:
             "lakefs_gc_candidate_set_objects", "Objects in the repository's candidate set at its last mark",
             repo, registry=r,
         )  # fmt: skip
+        self.objects_kept = Gauge(
+            "lakefs_gc_objects_kept",
+            "Candidates the repository's last mark kept, by reason (committed, uncommitted, too_young, "
+            "retention_cross_check, identity_twin: live twins and those the guard could not resolve)",
+            [*repo, "reason"], registry=r,
+        )  # fmt: skip
         self.marked_monthly_saving = Gauge(
             "lakefs_gc_marked_monthly_saving",
             "Estimated monthly storage saving of the repository's last mark (currency of the price table)",

@@ -173,10 +173,41 @@ def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tm
     held = sum(p["ranges"] for parts in record["ranges"].values() for p in parts)
     assert held == second.summary["num_ranges"]
     listed = {p["file"] for p in record["metaranges"]}
-    levels = (*record["ranges"].values(), *record["entries"].values())
+    levels = (*record["ranges"].values(), *record["head_entries"].values())
     listed |= {p["file"] for parts in levels for p in parts}
     cache.open(REPO, second.storage_namespace)  # the next cycle deletes what the rewrite replaced
     assert cache_files(cache) == listed | {"_gen/00000002.json"}
+
+
+def test_entries_level_holds_the_content_evidence_and_replaces_an_older_one(
+    spark: SparkSession, env: GcEnv, tmp_path: Path
+) -> None:
+    """The HEAD entries level holds each entry's address and checksum (the guard's content
+    evidence). A record of the level before them (``entries``: paths and sizes only) is not read:
+    the next mark deletes its parts and reads those HEAD ranges from lakeFS once more."""
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, expected = mark(spark, env, cache)
+    record_path = cache.root / "_gen/00000001.json"
+    record = json.loads(record_path.read_text())
+    parts = [cache.root / p["file"] for ps in record["head_entries"].values() for p in ps]
+    rows = [r for f in parts for r in pq.read_table(f).to_pylist()]
+    assert rows and set(rows[0]) == {"range_id", "path", "size", "address", "checksum"}
+    uploads = {r["address"]: r["checksum"] for r in rows if r["path"] and r["path"].startswith("w1/")}
+    assert len(uploads) == 7 and all(a and c for a, c in uploads.items())  # namespace-relative, recorded
+    for f in parts:  # as the older level wrote them
+        pq.write_table(pq.read_table(f, columns=["range_id", "path", "size"]), f)
+    record["entries"] = record.pop("head_entries")
+    record_path.write_text(json.dumps(record))
+
+    range_calls = env.server.faults.inject(Fault(path=RANGE, delay=0.0))
+    second, marked = mark(spark, env, cache)
+    stats = second.summary["range_cache"]
+    assert marked == expected
+    assert stats["ranges_read"] == 0 and stats["head_ranges_read"] == len(head_ranges(env, cache)) > 0
+    assert env.server.faults.hits(range_calls) == stats["head_ranges_read"]
+    assert not any(f.exists() for f in parts)  # the older level's parts are gone
+    newest = json.loads((cache.root / f"_gen/{stats['generation']:08d}.json").read_text())
+    assert "entries" not in newest and newest["head_entries"]
 
 
 def _corrupt(path: Path) -> None:

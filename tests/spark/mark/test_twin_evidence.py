@@ -21,14 +21,22 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
-from pyspark.sql import SparkSession
+from pyspark.sql import DataFrame, SparkSession
 
+from lakefs_gc.events.model import EVENT_DDL
 from lakefs_gc.gc import twins as rule
 from lakefs_gc.inventory.generate import list_namespace, write_inventory
+from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
+from lakefs_gc.settings import GcSettings
+from lakefs_gc.spark.ingest.inventory.table import CANDIDATE_DDL
 from lakefs_gc.spark.mark import twin_evidence, twins
+from lakefs_gc.spark.mark.range_cache import RangeCache
+from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
+from lakefs_gc.spark.mark.sources.listing import ListingSource
 from lakefs_gc.storage.filesystems import StorageOptions
-from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from tests.support.gc_env import GcEnv, gc_env, run_cli
+from tests.support.jobs import mark as jobs_mark
 
 CONTENTS = [b"x" * 10, b"y" * 10, b"z" * 10]
 ENTRIES = "id string, path string, size long, address string, checksum string"
@@ -138,12 +146,14 @@ def build(env: GcEnv) -> tuple[str, str, str]:
     return tuple(a[a.index("/data/") + 1 :] for a in (committed, twin, garbage))  # type: ignore[return-value]
 
 
-def deliver(env: GcEnv, destination: Path, encryption: str | None) -> None:
-    """An S3 inventory of the namespace with each object's MD5 as its ETag, as S3 lists a single-part
-    object, and ``encryption`` as every row's EncryptionStatus (None: the field not configured)."""
-    namespace = parse_storage_namespace(f"local://{REPO}", local_root=str(env.storage_root))
-    rows = list_namespace(namespace, env.options)
-    prefix = len(namespace.key.strip("/")) + 1  # inventory keys are the namespace's key, then the address
+def inventory_rows(env: GcEnv, encryption: str | None) -> pa.Table:
+    """S3 inventory rows of the namespace with each object's MD5 as its ETag, as S3 lists a
+    single-part object, and ``encryption`` as every row's EncryptionStatus (None: the field not
+    configured)."""
+    rows = list_namespace(namespace_of(env), env.options)
+    prefix = (
+        len(namespace_of(env).key.strip("/")) + 1
+    )  # inventory keys are the namespace's key, then the address
     root = env.storage_root / REPO
     keys = rows.column("key").to_pylist()
     etags = [hashlib.md5((root / k[prefix:]).read_bytes()).hexdigest() for k in keys]
@@ -151,8 +161,18 @@ def deliver(env: GcEnv, destination: Path, encryption: str | None) -> None:
     statuses = pa.array([encryption] * rows.num_rows, pa.string())
     rows = rows.set_column(rows.schema.get_field_index("encryption"), "encryption", statuses)
     assert pc.all(pc.is_valid(rows.column("etag"))).as_py()
+    return rows
+
+
+def namespace_of(env: GcEnv) -> StorageLocation:
+    return parse_storage_namespace(f"local://{REPO}", local_root=str(env.storage_root))
+
+
+def deliver(env: GcEnv, destination: Path, encryption: str | None) -> None:
+    """An S3 inventory delivery of :func:`inventory_rows`."""
     write_inventory(
-        rows, namespace, env.options, parse_location(str(destination)), flavour="s3", format="csv",
+        inventory_rows(env, encryption), namespace_of(env), env.options, parse_location(str(destination)),
+        flavour="s3", format="csv",
         snapshot_time=datetime.now(timezone.utc) - timedelta(minutes=1), rows_per_file=100,
     )  # fmt: skip
 
@@ -187,3 +207,37 @@ def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_
     assert all((env.storage_root / REPO / a).exists() for a in (committed, twin, garbage)), (
         "marks delete nothing"
     )
+
+
+def test_the_service_cycle_carries_the_evidence(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    """The service's path: candidates from an ingested snapshot's rows (the candidate table's, with
+    each row's ETag and EncryptionStatus) plus events, HEAD entries through the range cache. Both
+    cycles rule the reset upload out by content; the second reads the HEAD entries from the cache."""
+    build(env)
+    taken = datetime.now(timezone.utc) - timedelta(minutes=1)
+    routes = [NamespaceRoute.of(REPO, namespace_of(env))]
+    rows = route_rows(inventory_rows(env, "SSE-S3"), routes, delivery_id="d-1", snapshot_time=taken)
+
+    def objects(spark: SparkSession, _parallelism: int) -> DataFrame:
+        return with_content_md5(spark.createDataFrame(rows.to_pylist(), CANDIDATE_DDL))
+
+    def source() -> CandidateSetSource:
+        return CandidateSetSource(
+            REPO, Snapshot("d-1", taken, objects), ListingSource(namespace_of(env), env.options),
+            events=lambda spark, _p: spark.createDataFrame([], EVENT_DDL), swept=lambda _s, _p: None,
+        )  # fmt: skip
+
+    info = env.server.connection_info()
+    settings = GcSettings.model_validate({
+        "lakefs": {k: info[k] for k in ("endpoint", "access_key_id", "secret_access_key")},
+        "storage": {"local_root": str(env.storage_root)},
+        "gc": {"unsafe_min_age": "0s", "trust_checksums": True},
+        "spark": {"parallelism": 2},
+    })  # fmt: skip
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=2)
+    for cycle in (1, 2):
+        summary = jobs_mark(spark, settings, REPO, range_cache=cache, source=source()).summary
+        found = summary["identity_twins"]
+        assert summary["num_deleted_objects"] == 1, cycle  # the reset upload, and only it
+        assert (found["live"], found["ruled_out"], found["stats"], found["released"]) == (1, 1, 2, 0), found
+        assert summary["range_cache"]["head_ranges_read"] == (cycle == 1), summary["range_cache"]

@@ -41,7 +41,7 @@ from lakefs_gc.lakefs.ranges import (
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.sstable.addresses import HeadEntry, range_path_size_blocks
+from lakefs_gc.sstable.addresses import HeadEntry
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
 
@@ -152,16 +152,6 @@ class MetadataReader:
         location = self.resolve(range_id, client.range_location(self.repository, range_id))
         with open_sstable(fs, location, location.fs_path) as table:
             yield from committed_addresses_of_range(table, self.storage_namespace)
-
-    def read_entries(
-        self, client: RefsReader, fs: pafs.FileSystem, range_id: str
-    ) -> Iterator[tuple[str, int]]:
-        """``(path, size)`` of every entry of one range (the identity-twin guard's view of a HEAD
-        tree), by the fast path that decodes only those."""
-        location = self.resolve(range_id, client.range_location(self.repository, range_id))
-        with open_sstable(fs, location, location.fs_path) as table:
-            for block in range_path_size_blocks(table):
-                yield from block
 
     def read_head_entries(
         self, client: RefsReader, fs: pafs.FileSystem, range_id: str

@@ -164,11 +164,14 @@ def guard_twins(
     keyed = entry_keys(sized, objects).persist()
     try:
         needed = needed_entries(marked, keyed)
-        plan = plan_sizes(spark, marked, needed, tree, heads)
+        # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
+        # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
+        paired = exposed(marked, needed).localCheckpoint()
+        plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
         pairs = twin_pairs(marked, needed, tree, plan.checked)
         guard = _decide(spark, pairs, plan, heads, reader, lakefs, say)
         ruled_out = marked.join(keyed.select("size").distinct(), "size", "left_semi").join(
-            exposed(marked, needed), "address", "left_anti"
+            paired, "address", "left_anti"
         )
         row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
         guard.counts["ruled_out"], guard.counts["ruled_out_bytes"] = int(row[0]), int(row[1] or 0)
@@ -192,7 +195,13 @@ class SizePlan:
 
 
 def plan_sizes(
-    spark: SparkSession, marked: DataFrame, needed: DataFrame, tree: DataFrame, heads: Mapping[str, list[str]]
+    spark: SparkSession,
+    marked: DataFrame,
+    needed: DataFrame,
+    tree: DataFrame,
+    heads: Mapping[str, list[str]],
+    *,
+    paired: DataFrame | None = None,
 ) -> SizePlan:
     """Sizes to resolve, cheapest first, within both budgets; the rest are kept without a stat.
 
@@ -200,7 +209,8 @@ def plan_sizes(
     the needed HEAD entries of that size (each range weighted by the branches whose HEAD tree holds
     it), its pairs, per entry, those stats times the marked objects it may be a twin of. A size
     shared by many objects and entries (empty files, fixed-size chunks) would make the join
-    quadratic; it is kept instead, and only it: its objects that have a twin pair at all.
+    quadratic; it is kept instead, and only it: its objects that have a twin pair at all
+    (``paired``: their addresses, :func:`exposed`, if the caller has them already).
     """
     from pyspark.sql import Window
     from pyspark.sql import functions as F
@@ -235,7 +245,8 @@ def plan_sizes(
     ).localCheckpoint()  # fmt: skip
     checked = planned.where("checked").select("size")
     over = planned.where("not checked").select("size")
-    unresolved = marked.join(over, "size", "left_semi").join(exposed(marked, needed), "address", "left_semi")
+    paired = exposed(marked, needed) if paired is None else paired
+    unresolved = marked.join(over, "size", "left_semi").join(paired, "address", "left_semi")
     row = unresolved.agg(F.count("*"), F.sum("size"), F.countDistinct("size")).collect()[0]
     if not row[0]:
         return SizePlan(checked, None, 0, 0, 0)

@@ -45,7 +45,7 @@ PARTS = "parts"
 RECORDS = "_ingest"
 CANDIDATE_DDL = (
     "repository string, address string, size long, last_modified timestamp, etag string, "
-    "delivery_id string, snapshot_time timestamp"
+    "delivery_id string, snapshot_time timestamp, encryption string"
 )
 
 
@@ -201,7 +201,10 @@ class _PartReader:
         for batch in batches:
             for path in batch.column("path").to_pylist():
                 with fs.open_input_file(path) as f:
-                    yield from pq.ParquetFile(f).iter_batches(batch_size=65536)
+                    for rows in pq.ParquetFile(f).iter_batches(batch_size=65536):
+                        if "encryption" not in rows.schema.names:  # a part ingested before the column
+                            rows = rows.append_column("encryption", pa.nulls(rows.num_rows, pa.string()))
+                        yield rows
 
 
 def _delete_parts_except(fs: pafs.FileSystem, path: str, keep: set[str]) -> None:

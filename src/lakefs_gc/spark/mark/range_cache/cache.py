@@ -13,7 +13,8 @@ Layout, in a directory the service owns (``<state>/range-cache/<repository>/``) 
 
     metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
     ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
-    entries/part-<gen>-b<bucket>-<uuid>.parquet    range_id, path, size    (HEAD ranges only: :mod:`.heads`)
+    entries/part-<gen>-b<bucket>-<uuid>.parquet    range_id, path, size, address, checksum
+                                                   (HEAD ranges only: :mod:`.heads`)
     _gen/<gen:08d>.json                            the generation record: every part in use
 
 A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the

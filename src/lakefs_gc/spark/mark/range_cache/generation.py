@@ -16,6 +16,8 @@ from lakefs_gc.spark.mark.range_cache.tasks import Part
 
 #: the record format this version writes (a record of another format reads as an empty cache)
 FORMAT = 1
+#: the record's key of the HEAD entries level (ENTRY_SCHEMA)
+ENTRIES_KEY = "head_entries"
 
 
 @dataclass(frozen=True)
@@ -28,7 +30,10 @@ class Generation:
     buckets: int
     metaranges: tuple[Part, ...] = ()
     ranges: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
-    #: paths and sizes of the HEAD trees' ranges, by bucket (:mod:`.heads`); absent before it
+    #: the entries of the HEAD trees' ranges, by bucket (:mod:`.heads`): the record's
+    #: ``head_entries``. A record's ``entries`` are an older level without the content evidence
+    #: (ENTRY_SCHEMA's address and checksum): not read, so the next open deletes their parts, and
+    #: the guard reads those HEAD ranges from lakeFS once more
     entries: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
 
     def files(self) -> set[str]:
@@ -45,7 +50,7 @@ class Generation:
                 str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
                 for b, ps in sorted(self.ranges.items())
             },
-            "entries": {
+            ENTRIES_KEY: {
                 str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
                 for b, ps in sorted(self.entries.items())
             },
@@ -67,7 +72,7 @@ class Generation:
                 )
                 for b, ps in body.get(level, {}).items()
             }
-            for level in ("ranges", "entries")
+            for level in ("ranges", ENTRIES_KEY)
         )
         return cls(
             number, str(body["repository"]), str(body["storage_namespace"]),

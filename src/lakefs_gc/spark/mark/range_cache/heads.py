@@ -1,7 +1,9 @@
 """The identity-twin guard's HEAD trees through the range cache (:class:`CachedHeadTrees`).
 
 The guard (:mod:`lakefs_gc.spark.mark.twins`) needs each HEAD range's ``(path, size)`` entries,
-which the address level of the cache does not hold. They are a third level, ``entries/``, laid
+with each entry's address and recorded checksum for its content evidence
+(:mod:`lakefs_gc.spark.mark.twin_evidence`), which the address level of the cache does not hold.
+They are a third level, ``entries/``, laid
 out and kept as the ranges are (buckets by crc32 of the range id, parts listed by the generation
 record, the same rewrite and eviction rules), filled only with the ranges of branch HEAD trees
 and only when a mark has garbage to guard. The HEAD metaranges' range ids come from the
@@ -74,4 +76,6 @@ class CachedHeadTrees:
             self.cache.commit(generation)
         _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
         lookup = _EntryLookup(self.cache.store(), generation.entries)
-        return bucketed.mapInArrow(on_executor(lookup), "id string, path string, size long")
+        return bucketed.mapInArrow(
+            on_executor(lookup), "id string, path string, size long, address string, checksum string"
+        )

@@ -30,8 +30,13 @@ EVICT_FRACTION = 0.5
 MAX_BUCKET_PARTS = 8
 META_SCHEMA = pa.schema([("metarange_id", pa.string()), ("range_id", pa.string())])
 RANGE_SCHEMA = pa.schema([("range_id", pa.string()), ("address", pa.string())])
-#: the entries of the HEAD trees' ranges, for the identity-twin guard (null path: empty range)
-ENTRY_SCHEMA = pa.schema([("range_id", pa.string()), ("path", pa.string()), ("size", pa.int64())])
+#: the entries of the HEAD trees' ranges, for the identity-twin guard (null path: empty range),
+#: with their content evidence: the namespace-relative address (null outside the namespace) and
+#: the checksum lakeFS recorded (spark/mark/twin_evidence.py)
+ENTRY_SCHEMA = pa.schema([
+    ("range_id", pa.string()), ("path", pa.string()), ("size", pa.int64()),
+    ("address", pa.string()), ("checksum", pa.string()),
+])  # fmt: skip
 META_STATUS = "file string, rows long, ids array<string>, read long"
 RANGE_STATUS = (
     "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long, "
@@ -232,7 +237,7 @@ class _MetarangeLookup:
 class _RangeIngest:
     """Per bucket of the task: reads the ranges the cache does not hold into a new part (with the
     bucket's needed cached ranges when it is due for a rewrite); one status row per bucket.
-    ``entries``: the entries level (paths and sizes of HEAD ranges) instead of the addresses."""
+    ``entries``: the entries level (HEAD ranges' entries, ENTRY_SCHEMA) instead of the addresses."""
 
     store: _Store
     reader: MetadataReader
@@ -273,7 +278,7 @@ class _RangeIngest:
             self.store.require(keep, copied, f"bucket {bucket}")
         for range_id in new:
             rows: Iterable[tuple[Any, ...]] = (
-                self.reader.read_entries(client, fs, range_id)
+                self.reader.read_head_entries(client, fs, range_id)
                 if self.entries
                 else ((a,) for a in self.reader.read_range(client, fs, range_id))
             )
@@ -330,11 +335,11 @@ class _RangeLookup(_Lookup):
 
 @dataclass(frozen=True)
 class _EntryLookup(_Lookup):
-    """``(id, path, size)`` of the needed ranges, from the entries level."""
+    """``(id, path, size, address, checksum)`` of the needed ranges, from the entries level."""
 
     columns: ClassVar[list[str]] = ENTRY_SCHEMA.names
     level: ClassVar[str] = "entries bucket"
 
     def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         batch = batch.filter(pc.is_valid(batch.column(1)))
-        return pa.RecordBatch.from_arrays(batch.columns, names=["id", "path", "size"])
+        return pa.RecordBatch.from_arrays(batch.columns, names=["id", *ENTRY_SCHEMA.names[1:]])

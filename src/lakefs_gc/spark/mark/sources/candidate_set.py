@@ -11,13 +11,17 @@ sources (:mod:`lakefs_gc.spark.mark.sources`).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from lakefs_gc.spark.mark.sources.base import Candidates, Progress
+import pyarrow as pa
+
+from lakefs_gc.inventory.mapping import content_md5s
+from lakefs_gc.spark.mark.sources.base import CONTENT_MD5, Candidates, Progress
 from lakefs_gc.spark.mark.sources.listing import ListingSource
+from lakefs_gc.spark.runtime.failures import on_executor
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -29,10 +33,12 @@ def candidate_set_frame(
     events: DataFrame,
     swept: DataFrame | None = None,
 ) -> DataFrame:
-    """The candidates (``address, size, last_modified``).
+    """The candidates (``address, size, last_modified``, and ``md5`` when the snapshot has it).
 
     ``snapshot``: ``address, size, last_modified`` as of ``snapshot_time`` (None: no snapshot,
-    events only); ``events``: the repository's routed events (EVENT_DDL columns ``address, kind,
+    events only), optionally with :data:`CONTENT_MD5`, the bytes' MD5 its rows prove
+    (:func:`with_content_md5`): a candidate keeps it only while the snapshot describes it, never
+    past a newer write; ``events``: the repository's routed events (EVENT_DDL columns ``address, kind,
     event_time, sequencer, size``); ``swept``: ``address, swept_time`` our sweeps deleted.
     """
     from pyspark.sql import functions as F
@@ -52,18 +58,15 @@ def candidate_set_frame(
         snapshot = events.sparkSession.createDataFrame(
             [], "address string, size long, last_modified timestamp"
         )
+    evidence = CONTENT_MD5 in snapshot.columns
     listed = snapshot.select(
         "address",
         F.col("size").alias("_size"),
         F.col("last_modified").alias("_modified"),
         F.lit(True).alias("_in"),
+        *([F.col(CONTENT_MD5).alias("_md5")] if evidence else []),
     )
-    joined = listed.join(latest, "address", "full_outer")
-    if swept is not None:
-        gone = swept.groupBy("address").agg(F.max("swept_time").alias("_swept"))
-        joined = joined.join(gone, "address", "left")
-    else:
-        joined = joined.withColumn("_swept", F.lit(None).cast("timestamp"))
+    joined = _with_swept(listed.join(latest, "address", "full_outer"), swept)
     kind, when = F.col("_latest.kind"), F.col("_latest.event_time")
     in_snapshot = F.coalesce(F.col("_in"), F.lit(False))
     confirmed = F.lit(False) if snapshot_time is None else in_snapshot & (when <= F.lit(snapshot_time))
@@ -80,7 +83,40 @@ def candidate_set_frame(
         .otherwise(F.col("_size"))
         .alias("size"),
         F.when(newer_write, F.col("_written")).otherwise(F.col("_modified")).alias("last_modified"),
+        *([F.when(~newer_write, F.col("_md5")).alias(CONTENT_MD5)] if evidence else []),
     )
+
+
+def _with_swept(joined: DataFrame, swept: DataFrame | None) -> DataFrame:
+    """``joined`` with ``_swept``: when our sweeps last deleted the address (null: never)."""
+    from pyspark.sql import functions as F
+
+    if swept is None:
+        return joined.withColumn("_swept", F.lit(None).cast("timestamp"))
+    gone = swept.groupBy("address").agg(F.max("swept_time").alias("_swept"))
+    return joined.join(gone, "address", "left")
+
+
+def with_content_md5(snapshot: DataFrame) -> DataFrame:
+    """``address, size, last_modified, md5`` of a snapshot's candidates (CANDIDATE_DDL rows):
+    ``md5`` is the bytes' MD5 where the row's ETag and EncryptionStatus prove it
+    (:func:`lakefs_gc.inventory.mapping.content_md5s`), else null. The identity-twin guard's
+    content evidence (spark/mark/twin_evidence.py) in the service's candidate set."""
+    columns = snapshot.select("address", "size", "last_modified", "etag", "encryption")
+    return columns.mapInArrow(
+        on_executor(_ContentMd5()),
+        f"address string, size long, last_modified timestamp, {CONTENT_MD5} string",
+    )
+
+
+class _ContentMd5:
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            proven = content_md5s(batch.column("etag"), batch.column("encryption")).combine_chunks()
+            yield pa.RecordBatch.from_arrays(
+                [batch.column("address"), batch.column("size"), batch.column("last_modified"), proven],
+                names=["address", "size", "last_modified", CONTENT_MD5],
+            )
 
 
 @dataclass(frozen=True)
@@ -89,7 +125,8 @@ class Snapshot:
 
     delivery_id: str
     snapshot_time: datetime
-    objects: Callable[[SparkSession, int], DataFrame]  # (spark, parallelism) -> address, size, last_modified
+    #: (spark, parallelism) -> ``address, size, last_modified`` (and ``md5``: :func:`with_content_md5`)
+    objects: Callable[[SparkSession, int], DataFrame]
 
 
 @dataclass(frozen=True)
