@@ -19,9 +19,6 @@ from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
-#: the content evidence columns of a HEAD entry: its ``address`` and its recorded ``checksum``
-EVIDENCE = ("address", "checksum")
-
 
 def marked_with_evidence(classified: DataFrame, *, trusted: bool) -> tuple[DataFrame, DataFrame | None]:
     """The objects the mark would delete (``address, size``, with ``md5`` when the candidates'
@@ -41,16 +38,6 @@ def with_md5(marked: DataFrame) -> DataFrame:
 
     md5 = F.col(CONTENT_MD5) if CONTENT_MD5 in marked.columns else F.lit(None).cast("string")
     return marked.select("address", "size", md5.alias("md5"))
-
-
-def with_evidence(entries: DataFrame) -> DataFrame:
-    """HEAD entries with the evidence columns (null where the tree's reader has none)."""
-    from pyspark.sql import functions as F
-
-    for column in EVIDENCE:
-        if column not in entries.columns:
-            entries = entries.withColumn(column, F.lit(None).cast("string"))
-    return entries.select("id", "path", "size", *EVIDENCE)
 
 
 def entry_keys(entries: DataFrame, objects: DataFrame | None) -> DataFrame:

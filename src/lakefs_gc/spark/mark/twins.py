@@ -5,9 +5,9 @@ type) equals the committed entry it shadows, so an identical re-upload over a co
 no export while its branch serves it. Here, after the classification:
 
 1. the HEAD trees of every branch (hidden ones included, from the cross-check's commit graph) are
-   read on the executors, each distinct range once, as ``(range, path, size)``, with each entry's
-   address and recorded checksum when read from lakeFS (the service's range cache, when the mark
-   has one, keeps no checksums: :class:`HeadTrees`);
+   read on the executors, each distinct range once, as ``(range, path, size)`` with each entry's
+   address and recorded checksum (from lakeFS, or from the service's range cache when the mark has
+   one: :class:`HeadTrees`);
 2. content evidence (:mod:`.twin_evidence`) leaves out the pairs whose two objects' bytes are
    proven different (an S3 inventory's MD5 ETags; docs/formats/lakefs-export-hazards.md, "Ruling
    twins out by content"): only the *needed* HEAD entries remain, all of them without proofs;
@@ -53,7 +53,6 @@ from lakefs_gc.spark.mark.twin_evidence import (
     exposed,
     needed_entries,
     pair_condition,
-    with_evidence,
     with_md5,
 )
 from lakefs_gc.spark.runtime.failures import on_executor
@@ -87,6 +86,10 @@ class TwinGuard:
     counts: dict[str, Any]
 
 
+#: the rows :meth:`HeadTrees.entries` gives
+HEAD_ENTRIES = "id string, path string, size long, address string, checksum string"
+
+
 class HeadTrees(Protocol):
     """Where the guard reads the HEAD trees from: lakeFS (:class:`LakeFSHeadTrees`), or the
     service's range cache (:class:`lakefs_gc.spark.mark.range_cache.cache.CachedHeadTrees`)."""
@@ -96,8 +99,9 @@ class HeadTrees(Protocol):
         ...
 
     def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-        """``(id, path, size)``: every entry of each range of ``range_ids`` (column ``id``), and
-        optionally its ``address`` (namespace-relative) and ``checksum`` for content evidence."""
+        """:data:`HEAD_ENTRIES`: every entry of each range of ``range_ids`` (column ``id``), with
+        its ``address`` (namespace-relative, null outside it) and recorded ``checksum``, the
+        content evidence."""
         ...
 
 
@@ -115,7 +119,7 @@ class LakeFSHeadTrees:
     def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
         return range_ids.repartition(parallelism).mapInArrow(
             on_executor(_RangeEntries(self.reader)),
-            "id string, path string, size long, address string, checksum string",
+            HEAD_ENTRIES,
         )
 
 
@@ -156,7 +160,7 @@ def guard_twins(
     # read once: the queries below use the tree three times, and Spark would read it again each time
     tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
     marked = with_md5(marked)
-    sized = with_evidence(trees.entries(tree.select("id").distinct(), parallelism=parallelism)).join(
+    sized = trees.entries(tree.select("id").distinct(), parallelism=parallelism).join(
         marked.select("size").distinct(), "size", "left_semi"
     )
     # read once (the HEAD trees, and the lookup of their objects' MD5s): the queries below use it

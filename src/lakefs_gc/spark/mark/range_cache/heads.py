@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, _bucketed, _update_ranges
 from lakefs_gc.spark.mark.range_cache.tasks import _EntryLookup, _MetarangeLookup
 from lakefs_gc.spark.mark.references import MetadataReader
-from lakefs_gc.spark.mark.twins import LakeFSHeadTrees
+from lakefs_gc.spark.mark.twins import HEAD_ENTRIES, LakeFSHeadTrees
 from lakefs_gc.spark.runtime.failures import on_executor
 
 if TYPE_CHECKING:
@@ -76,6 +76,4 @@ class CachedHeadTrees:
             self.cache.commit(generation)
         _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
         lookup = _EntryLookup(self.cache.store(), generation.entries)
-        return bucketed.mapInArrow(
-            on_executor(lookup), "id string, path string, size long, address string, checksum string"
-        )
+        return bucketed.mapInArrow(on_executor(lookup), HEAD_ENTRIES)
