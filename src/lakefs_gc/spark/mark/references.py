@@ -17,7 +17,7 @@ and what the executors need to open their own client.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -154,14 +154,15 @@ class MetadataReader:
             yield from committed_addresses_of_range(table, self.storage_namespace)
 
     def read_head_entries(
-        self, client: RefsReader, fs: pafs.FileSystem, range_id: str
+        self, client: RefsReader, fs: pafs.FileSystem, range_id: str, sizes: Container[int] | None = None
     ) -> Iterator[HeadEntry]:
-        """``(path, size, address, checksum)`` of every entry of one range: the identity-twin guard's
-        view of a HEAD tree with what its content evidence needs (the address normalised as the
-        classification's, None outside the namespace; the checksum lakeFS recorded)."""
+        """``(path, size, address, checksum)`` of every entry of one range (with ``sizes``: of one
+        of those sizes): the identity-twin guard's view of a HEAD tree with what its content
+        evidence needs (the address normalised as the classification's, None outside the
+        namespace; the checksum lakeFS recorded)."""
         location = self.resolve(range_id, client.range_location(self.repository, range_id))
         with open_sstable(fs, location, location.fs_path) as table:
-            yield from head_entries_of_range(table, self.storage_namespace)
+            yield from head_entries_of_range(table, self.storage_namespace, sizes)
 
     def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(

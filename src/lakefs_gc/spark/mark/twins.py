@@ -34,20 +34,18 @@ is no garbage, and it can only keep more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.errors import GcError
 from lakefs_gc.gc import twins
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.addresses import normalize_committed_address
-from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
+from lakefs_gc.spark.mark.head_trees import HeadTrees, LakeFSHeadTrees, head_metaranges
+from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.mark.twin_evidence import (
     entry_keys,
     exposed,
@@ -55,8 +53,6 @@ from lakefs_gc.spark.mark.twin_evidence import (
     pair_condition,
     with_md5,
 )
-from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
 
 if TYPE_CHECKING:
@@ -66,16 +62,14 @@ if TYPE_CHECKING:
 STAT_BUDGET = 10_000
 #: at most this many (address, branch, path) pairs per mark; the sizes beyond it are kept unresolved
 PAIR_BUDGET = 200_000
+#: at most this many distinct marked sizes are handed to the HEAD-tree readers (a set of about 80 MB
+#: on the driver and each Python worker); beyond it they decode every entry and Spark filters
+PUSHED_SIZES = 1_000_000
 #: stats in flight at once (each is a round trip to lakeFS; one at a time, 10,000 took 22 s against
 #: the test server, bench/README.md)
 STAT_THREADS = 8
 
 Say = Callable[[str], None]
-_WEIGHTS = "metarange string, branches long"
-_ENTRIES = pa.schema(
-    [("id", pa.string()), ("path", pa.string()), ("size", pa.int64()),
-     ("address", pa.string()), ("checksum", pa.string())]
-)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -84,53 +78,6 @@ class TwinGuard:
 
     kept: DataFrame | None
     counts: dict[str, Any]
-
-
-#: the rows :meth:`HeadTrees.entries` gives
-HEAD_ENTRIES = "id string, path string, size long, address string, checksum string"
-
-
-class HeadTrees(Protocol):
-    """Where the guard reads the HEAD trees from: lakeFS (:class:`LakeFSHeadTrees`), or the
-    service's range cache (:class:`lakefs_gc.spark.mark.range_cache.cache.CachedHeadTrees`)."""
-
-    def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
-        """``(metarange, id)``: the range ids of each metarange."""
-        ...
-
-    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-        """:data:`HEAD_ENTRIES`: every entry of each range of ``range_ids`` (column ``id``), with
-        its ``address`` (namespace-relative, null outside it) and recorded ``checksum``, the
-        content evidence."""
-        ...
-
-
-@dataclass(frozen=True)
-class LakeFSHeadTrees:
-    """The HEAD trees read from lakeFS: one ``getMetaRange``/``getRange`` call and one file read each."""
-
-    reader: MetadataReader
-
-    def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
-        heads = spark.createDataFrame([(m,) for m in metaranges], "metarange string")
-        heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
-        return heads.mapInArrow(on_executor(_HeadRanges(self.reader)), "metarange string, id string")
-
-    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-        return range_ids.repartition(parallelism).mapInArrow(
-            on_executor(_RangeEntries(self.reader)),
-            HEAD_ENTRIES,
-        )
-
-
-def head_metaranges(graph: CommitGraph) -> dict[str, list[str]]:
-    """Metarange of every branch HEAD → the branches whose HEAD has that tree."""
-    heads: dict[str, list[str]] = {}
-    for branch, head in sorted(graph.branches.items()):
-        metarange = graph.metaranges.get(head, "")
-        if metarange:
-            heads.setdefault(metarange, []).append(branch)
-    return heads
 
 
 def guard_twins(
@@ -149,7 +96,7 @@ def guard_twins(
     the module docstring.
 
     ``trees``: where the HEAD trees are read (default: from lakeFS through ``reader``).
-    ``objects``: ``address, md5`` of the namespace's objects (the mark's candidates), where the
+    ``objects``: ``address, size, md5`` of the namespace's objects (the mark's candidates), where the
     HEAD entries' own objects are looked up for content evidence (None: no evidence)."""
     from pyspark.sql import functions as F
 
@@ -160,30 +107,47 @@ def guard_twins(
     # read once: the queries below use the tree three times, and Spark would read it again each time
     tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
     marked = with_md5(marked)
-    sized = trees.entries(tree.select("id").distinct(), parallelism=parallelism).join(
-        marked.select("size").distinct(), "size", "left_semi"
-    )
-    # read once (the HEAD trees, and the lookup of their objects' MD5s): the queries below use it
-    # five times through ``needed``, which is only a few joins with the marked objects' aggregates
-    keyed = entry_keys(sized, objects).persist()
+    sizes = marked.select("size").distinct()
+    sized = trees.entries(
+        tree.select("id").distinct(), parallelism=parallelism, sizes=pushed_sizes(sizes)
+    ).join(sizes, "size", "left_semi")
+    # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
+    # them; every query below uses ``needed`` (few rows with evidence), some several times
+    keyed = entry_keys(sized, of_sizes(objects, sizes)).persist()
     try:
-        needed = needed_entries(marked, keyed)
-        # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
-        # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
-        paired = exposed(marked, needed).localCheckpoint()
-        plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
-        pairs = twin_pairs(marked, needed, tree, plan.checked)
-        guard = _decide(spark, pairs, plan, heads, reader, lakefs, say)
-        ruled_out = marked.join(keyed.select("size").distinct(), "size", "left_semi").join(
-            paired, "address", "left_anti"
-        )
-        row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
-        guard.counts["ruled_out"], guard.counts["ruled_out_bytes"] = int(row[0]), int(row[1] or 0)
-        if row[0]:
-            say(f"identity twins: {row[0]} objects ruled out by content evidence (their bytes' MD5)")
-        return guard
+        needed = needed_entries(marked, keyed).localCheckpoint()
+        head_sizes = keyed.select("size").distinct().localCheckpoint()
     finally:
         keyed.unpersist()
+    # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
+    # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
+    paired = exposed(marked, needed).localCheckpoint()
+    plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
+    pairs = twin_pairs(marked, needed, tree, plan.checked)
+    guard = _decide(spark, pairs, plan, heads, reader, lakefs, say)
+    ruled_out = marked.join(head_sizes, "size", "left_semi").join(paired, "address", "left_anti")
+    row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
+    guard.counts["ruled_out"], guard.counts["ruled_out_bytes"] = int(row[0]), int(row[1] or 0)
+    if row[0]:
+        say(f"identity twins: {row[0]} objects ruled out by content evidence (their bytes' MD5)")
+    return guard
+
+
+def of_sizes(objects: DataFrame | None, sizes: DataFrame) -> DataFrame | None:
+    """The candidates whose MD5 a HEAD entry of one of ``sizes`` may be proven by: those of the
+    same sizes (an entry's own object has the entry's size; one that had not would only leave
+    the entry unproven, which never releases anything). Halves the lookup's join at scale."""
+    if objects is None or "size" not in objects.columns:
+        return objects
+    return objects.join(sizes, "size", "left_semi")
+
+
+def pushed_sizes(sizes: DataFrame) -> frozenset[int] | None:
+    """The marked objects' distinct sizes for the HEAD-tree readers to filter on as they decode
+    (entries of other sizes are never built or shipped), or None above :data:`PUSHED_SIZES`: then
+    the join on size alone filters, and the driver holds no set that grows with the garbage."""
+    found = sizes.limit(PUSHED_SIZES + 1).collect()
+    return None if len(found) > PUSHED_SIZES else frozenset(int(r[0]) for r in found)
 
 
 @dataclass(frozen=True)
@@ -348,43 +312,3 @@ def _zero() -> dict[str, int]:
         "live": 0, "live_bytes": 0, "kept": 0, "kept_bytes": 0, "released": 0, "released_bytes": 0,
         "ruled_out": 0, "ruled_out_bytes": 0,
     }  # fmt: skip
-
-
-class _HeadRanges:
-    """Per partition: ``(metarange, range id)`` of each HEAD metarange."""
-
-    def __init__(self, reader: MetadataReader) -> None:
-        self.reader = reader
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        fs, _ = filesystem_for(self.reader.namespace, self.reader.options)
-        with LakeFSClient(self.reader.connection, source=RANGE_READER_SOURCE) as client:
-            for batch in batches:
-                for metarange in batch.column("metarange").to_pylist():
-                    ids = self.reader.read_metarange(client, fs, metarange)
-                    yield pa.RecordBatch.from_pydict({"metarange": [metarange] * len(ids), "id": ids})
-
-
-class _RangeEntries:
-    """Per partition: ``(range id, path, size, address, checksum)`` of every entry of each range."""
-
-    def __init__(self, reader: MetadataReader) -> None:
-        self.reader = reader
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        r = self.reader
-        fs, _ = filesystem_for(r.namespace, r.options)
-        with LakeFSClient(r.connection, source=RANGE_READER_SOURCE) as client:
-            for batch in batches:
-                for range_id in batch.column("id").to_pylist():
-                    rows = list(r.read_head_entries(client, fs, range_id))
-                    yield pa.RecordBatch.from_pydict(
-                        {
-                            "id": [range_id] * len(rows),
-                            "path": [e[0] for e in rows],
-                            "size": [e[1] for e in rows],
-                            "address": [e[2] for e in rows],
-                            "checksum": [e[3] for e in rows],
-                        },
-                        schema=_ENTRIES,
-                    )

@@ -27,10 +27,10 @@ from collections import defaultdict
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from lakefs_gc.spark.mark.head_trees import HEAD_ENTRIES, LakeFSHeadTrees
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, _bucketed, _update_ranges
 from lakefs_gc.spark.mark.range_cache.tasks import _EntryLookup, _MetarangeLookup
 from lakefs_gc.spark.mark.references import MetadataReader
-from lakefs_gc.spark.mark.twins import HEAD_ENTRIES, LakeFSHeadTrees
 from lakefs_gc.spark.runtime.failures import on_executor
 
 if TYPE_CHECKING:
@@ -41,7 +41,7 @@ _log = logging.getLogger(__name__)
 
 @dataclass
 class CachedHeadTrees:
-    """:class:`lakefs_gc.spark.mark.twins.HeadTrees` from ``cache`` (after the mark updated it)."""
+    """:class:`lakefs_gc.spark.mark.head_trees.HeadTrees` from ``cache`` (after the mark updated it)."""
 
     cache: RangeCache
     reader: MetadataReader
@@ -63,9 +63,12 @@ class CachedHeadTrees:
         lookup = _MetarangeLookup(self.cache.store(), {p.file: p for p in generation.metaranges}, True)
         return tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
 
-    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-        """Reads the HEAD ranges the entries level lacks into it (a new generation), then looks
-        every one up there."""
+    def entries(
+        self, range_ids: DataFrame, *, parallelism: int, sizes: frozenset[int] | None = None
+    ) -> DataFrame:
+        """Reads the HEAD ranges the entries level lacks into it (a new generation, every entry:
+        the next cycle's garbage has other sizes), then looks every one up there (keeping the
+        entries of ``sizes``, if given)."""
         current = self.cache.open(self.reader.repository, self.reader.storage_namespace)
         bucketed = _bucketed(range_ids, current.buckets, parallelism).localCheckpoint()
         entries, counts = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
@@ -75,5 +78,5 @@ class CachedHeadTrees:
             generation = replace(current, entries=entries)
             self.cache.commit(generation)
         _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
-        lookup = _EntryLookup(self.cache.store(), generation.entries)
+        lookup = _EntryLookup(self.cache.store(), generation.entries, sizes)
         return bucketed.mapInArrow(on_executor(lookup), HEAD_ENTRIES)
