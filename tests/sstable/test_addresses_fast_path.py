@@ -274,19 +274,6 @@ def test_head_entries_agree_with_the_general_path(items: list[Entry], interval: 
     assert [c for *_, c in block_head_entries(block, tagged)] == [e.etag for e in items]
 
 
-@given(st.lists(entries, min_size=1, max_size=30), st.integers(min_value=1, max_value=16), st.data())
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared cores
-def test_head_entries_of_some_sizes_are_those_of_the_whole_block(
-    items: list[Entry], interval: int, data: st.DataObject
-) -> None:
-    """The guard's size filter keeps exactly the entries of its sizes, with the same paths (keys
-    are prefix-compressed: the entries it leaves out still carry their neighbours' prefixes)."""
-    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], interval)
-    sizes = frozenset(data.draw(st.sets(st.sampled_from([e.size for e in items] + [-1]))))
-    whole = block_head_entries(block, tagged)
-    assert block_head_entries(block, tagged, sizes) == [e for e in whole if e[1] in sizes]
-
-
 def test_head_entries_as_the_general_reader(lakefs_sstables: Path) -> None:
     for name in ("range.sst", "ok1.sst", "56569996.sst"):
         with SSTableReader(lakefs_sstables / name) as reader:
@@ -298,10 +285,6 @@ def test_head_entries_as_the_general_reader(lakefs_sstables: Path) -> None:
         with SSTableReader(lakefs_sstables / name) as reader:
             fast = [e for block in range_head_entry_blocks(reader, tagged) for e in block]
         assert fast == expected and expected, name
-        some = frozenset(e[1] for e in expected[::3])
-        with SSTableReader(lakefs_sstables / name) as reader:
-            sized = [e for block in range_head_entry_blocks(reader, tagged, some) for e in block]
-        assert sized == [e for e in expected if e[1] in some], name
 
 
 def test_a_corrupt_range_fails_the_head_entries_too() -> None:

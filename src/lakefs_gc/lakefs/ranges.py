@@ -8,7 +8,7 @@ they are (``_lakefs/<id>``).
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -41,13 +41,10 @@ def committed_addresses_of_range(reader: SSTableReader, namespace: str) -> Itera
         yield from block
 
 
-def head_entries_of_range(
-    reader: SSTableReader, namespace: str, sizes: Container[int] | None = None
-) -> Iterator[HeadEntry]:
-    """``(path, size, address, checksum)`` of every entry of a range (with ``sizes``: of those
-    sizes only), the address normalised as :func:`committed_addresses_of_range` normalises it
-    (None outside the namespace)."""
-    for block in range_head_entry_blocks(reader, _normalizer(namespace), sizes):
+def head_entries_of_range(reader: SSTableReader, namespace: str) -> Iterator[HeadEntry]:
+    """``(path, size, address, checksum)`` of every entry of a range, the address normalised as
+    :func:`committed_addresses_of_range` normalises it (None outside the namespace)."""
+    for block in range_head_entry_blocks(reader, _normalizer(namespace)):
         yield from block
 
 

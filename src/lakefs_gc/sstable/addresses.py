@@ -23,7 +23,7 @@ the fast path never returns a partial block.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterator
+from collections.abc import Callable, Iterator
 from typing import NoReturn, TypeVar
 
 from lakefs_gc.errors import SSTableFormatError
@@ -69,24 +69,17 @@ def range_address_blocks(reader: SSTableReader, keep: KeepAddress) -> Iterator[l
 HeadEntry = tuple[str, int, "str | None", str]
 
 
-def range_head_entry_blocks(
-    reader: SSTableReader, keep: KeepAddress, sizes: Container[int] | None = None
-) -> Iterator[list[HeadEntry]]:
+def range_head_entry_blocks(reader: SSTableReader, keep: KeepAddress) -> Iterator[list[HeadEntry]]:
     """``(path, size, address, checksum)`` of every entry of a range, one list per data block, in
-    key order; addresses as :func:`range_address_blocks` takes them, or None where it drops them.
-    With ``sizes``, only the entries of those sizes (the sizes of the objects a mark would delete:
-    the guard has no use for the others, and not building them halves its rows)."""
-    return _blocks(reader, lambda block: block_head_entries(block, keep, sizes))
+    key order; addresses as :func:`range_address_blocks` takes them, or None where it drops them."""
+    return _blocks(reader, lambda block: block_head_entries(block, keep))
 
 
-def block_head_entries(
-    block: bytes, keep: KeepAddress, sizes: Container[int] | None = None
-) -> list[HeadEntry]:
-    """``(path, size, address, checksum)`` of every entry of one decompressed data block (with
-    ``sizes``: of every entry of one of those sizes)."""
+def block_head_entries(block: bytes, keep: KeepAddress) -> list[HeadEntry]:
+    """``(path, size, address, checksum)`` of every entry of one decompressed data block."""
     path_sizes: list[tuple[str, int]] = []
     checksums: list[tuple[str | None, str]] = []
-    block_addresses(block, keep, path_sizes, checksums, sizes)
+    block_addresses(block, keep, path_sizes, checksums)
     return [(p, s, a, c) for (p, s), (a, c) in zip(path_sizes, checksums, strict=True)]
 
 
@@ -116,14 +109,10 @@ def block_addresses(
     keep: KeepAddress,
     path_sizes: list[tuple[str, int]] | None = None,
     checksums: list[tuple[str | None, str]] | None = None,
-    sizes: Container[int] | None = None,
 ) -> list[str]:
     """The kept addresses of one decompressed data block (raises on anything malformed); with
     ``path_sizes``, each entry's ``(path, size)`` is appended to it too, and with ``checksums``
-    (only with ``path_sizes``) each entry's ``(kept address or None, recorded checksum)``; with
-    ``sizes`` (only with ``path_sizes``), those two only for the entries of one of ``sizes`` (every
-    entry is still walked and its structure checked; the addresses of the others are not decoded).
-    With ``path_sizes`` the addresses are in ``checksums``, and the list returned is empty."""
+    (only with ``path_sizes``) each entry's ``(kept address or None, recorded checksum)``."""
     n = len(block)
     if n < 4:
         raise _Malformed("short block")
@@ -185,7 +174,7 @@ def block_addresses(
         # varint that overruns the message moves p past dend, which the check after the loop
         # rejects (p never moves backwards), so no per-field bounds check is needed.
         address = b""
-        etag_at = etag_end = 0  # where the checksum is: sliced only for an entry that is kept
+        etag = b""
         address_type = 0
         size = 0
         while p < dend:
@@ -204,7 +193,7 @@ def block_addresses(
                 if tag == _ADDRESS_TAG:
                     address = block[p : p + m]
                 elif tag == _ETAG_TAG and checksums is not None:
-                    etag_at, etag_end = p, p + m
+                    etag = block[p : p + m]
                 p += m
             elif wire == 0:
                 q = p
@@ -230,20 +219,17 @@ def block_addresses(
         if p != dend:
             raise _Malformed(start)  # a varint or fixed field ran past the message
         if address_type == _RELATIVE:
-            relative = True
+            kept: str | None = address.decode()
         elif address_type in _ADDRESS_TYPES:
-            relative = False
+            kept = keep(address.decode(), address_type)
         else:
             raise _Malformed(start)
-        if path_sizes is None:
-            kept: str | None = address.decode() if relative else keep(address.decode(), address_type)
-            if kept is not None:
-                append(kept)
-        elif sizes is None or size in sizes:  # an entry of another size: nothing more is decoded
-            kept = address.decode() if relative else keep(address.decode(), address_type)
+        if kept is not None:
+            append(kept)
+        if path_sizes is not None:
             path_sizes.append((key[:-INTERNAL_KEY_TRAILER_SIZE].decode(), size))
             if checksums is not None:
-                checksums.append((kept, block[etag_at:etag_end].decode()))
+                checksums.append((kept, etag.decode()))
         pos = vend
     return out
 

@@ -185,19 +185,14 @@ def mark(env: GcEnv, capsys: Capsys, destination: Path, *extra: str) -> dict[str
 
 
 @pytest.mark.parametrize(
-    ("encryption", "trusted", "ruled_out", "pushed"),
-    [("SSE-S3", True, 1, True), ("NOT-SSE", True, 1, True), ("SSE-KMS", True, 0, True),
-     (None, True, 0, True), ("SSE-S3", False, 0, True), ("SSE-S3", True, 1, False), (None, True, 0, False)],
-)  # fmt: skip
+    ("encryption", "trusted", "ruled_out"),
+    [("SSE-S3", True, 1), ("NOT-SSE", True, 1), ("SSE-KMS", True, 0), (None, True, 0), ("SSE-S3", False, 0)],
+)
 def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_twin(
-    env: GcEnv, capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-    encryption: str | None, trusted: bool, ruled_out: int, pushed: bool,
-) -> None:  # fmt: skip
+    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str | None, trusted: bool, ruled_out: int
+) -> None:
     """With ``--trust-checksums`` only: the guard is opt-in (a client could link bytes under the MD5
-    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before.
-    ``pushed`` False: more marked sizes than the HEAD-tree readers are handed (Spark filters)."""
-    if not pushed:
-        monkeypatch.setattr(twins, "PUSHED_SIZES", 0)
+    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before."""
     committed, twin, garbage = build(env)
     destination = tmp_path / "inventory"
     deliver(env, destination, encryption)

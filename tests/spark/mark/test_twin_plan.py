@@ -68,12 +68,3 @@ def test_the_pair_budget_keeps_the_dearer_sizes(spark: SparkSession, monkeypatch
     size_plan, pairs = plan(spark, monkeypatch, 100, 3)  # size 9: 1 pair; size 7: 3 more
     assert unresolved(size_plan) == {f"data/e{i}" for i in range(5)} | {"data/s7"}
     assert {p.address for p in pairs} == {"data/s9"}
-
-
-def test_the_marked_sizes_are_handed_to_the_readers_up_to_a_bound(
-    spark: SparkSession, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    sizes = spark.createDataFrame(MARKED, "address string, size long").select("size").distinct()
-    assert twins.pushed_sizes(sizes) == frozenset({0, 7, 9, 11})
-    monkeypatch.setattr(twins, "PUSHED_SIZES", 3)
-    assert twins.pushed_sizes(sizes) is None  # more than the bound: the readers decode every entry

@@ -62,9 +62,6 @@ if TYPE_CHECKING:
 STAT_BUDGET = 10_000
 #: at most this many (address, branch, path) pairs per mark; the sizes beyond it are kept unresolved
 PAIR_BUDGET = 200_000
-#: at most this many distinct marked sizes are handed to the HEAD-tree readers (a set of about 80 MB
-#: on the driver and each Python worker); beyond it they decode every entry and Spark filters
-PUSHED_SIZES = 1_000_000
 #: stats in flight at once (each is a round trip to lakeFS; one at a time, 10,000 took 22 s against
 #: the test server, bench/README.md)
 STAT_THREADS = 8
@@ -108,9 +105,8 @@ def guard_twins(
     tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
     marked = with_md5(marked)
     sizes = marked.select("size").distinct()
-    sized = trees.entries(
-        tree.select("id").distinct(), parallelism=parallelism, sizes=pushed_sizes(sizes)
-    ).join(sizes, "size", "left_semi")
+    entries = trees.entries(tree.select("id").distinct(), parallelism=parallelism)
+    sized = entries.join(sizes, "size", "left_semi")
     # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
     # them; every query below uses ``needed`` (few rows with evidence), some several times
     keyed = entry_keys(sized, of_sizes(objects, sizes)).persist()
@@ -140,14 +136,6 @@ def of_sizes(objects: DataFrame | None, sizes: DataFrame) -> DataFrame | None:
     if objects is None or "size" not in objects.columns:
         return objects
     return objects.join(sizes, "size", "left_semi")
-
-
-def pushed_sizes(sizes: DataFrame) -> frozenset[int] | None:
-    """The marked objects' distinct sizes for the HEAD-tree readers to filter on as they decode
-    (entries of other sizes are never built or shipped), or None above :data:`PUSHED_SIZES`: then
-    the join on size alone filters, and the driver holds no set that grows with the garbage."""
-    found = sizes.limit(PUSHED_SIZES + 1).collect()
-    return None if len(found) > PUSHED_SIZES else frozenset(int(r[0]) for r in found)
 
 
 @dataclass(frozen=True)

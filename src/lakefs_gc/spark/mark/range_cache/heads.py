@@ -63,12 +63,9 @@ class CachedHeadTrees:
         lookup = _MetarangeLookup(self.cache.store(), {p.file: p for p in generation.metaranges}, True)
         return tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
 
-    def entries(
-        self, range_ids: DataFrame, *, parallelism: int, sizes: frozenset[int] | None = None
-    ) -> DataFrame:
-        """Reads the HEAD ranges the entries level lacks into it (a new generation, every entry:
-        the next cycle's garbage has other sizes), then looks every one up there (keeping the
-        entries of ``sizes``, if given)."""
+    def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+        """Reads the HEAD ranges the entries level lacks into it (a new generation), then looks
+        every one up there."""
         current = self.cache.open(self.reader.repository, self.reader.storage_namespace)
         bucketed = _bucketed(range_ids, current.buckets, parallelism).localCheckpoint()
         entries, counts = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
@@ -78,5 +75,5 @@ class CachedHeadTrees:
             generation = replace(current, entries=entries)
             self.cache.commit(generation)
         _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
-        lookup = _EntryLookup(self.cache.store(), generation.entries, sizes)
+        lookup = _EntryLookup(self.cache.store(), generation.entries)
         return bucketed.mapInArrow(on_executor(lookup), HEAD_ENTRIES)

@@ -11,7 +11,6 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
-from functools import cached_property
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -336,19 +335,11 @@ class _RangeLookup(_Lookup):
 
 @dataclass(frozen=True)
 class _EntryLookup(_Lookup):
-    """``(id, path, size, address, checksum)`` of the needed ranges, from the entries level (only
-    those of ``sizes``, if given)."""
+    """``(id, path, size, address, checksum)`` of the needed ranges, from the entries level."""
 
     columns: ClassVar[list[str]] = ENTRY_SCHEMA.names
     level: ClassVar[str] = "entries bucket"
-    sizes: frozenset[int] | None = None
-
-    @cached_property
-    def _size_set(self) -> pa.Array:
-        return pa.array(sorted(self.sizes or ()), pa.int64())
 
     def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
         batch = batch.filter(pc.is_valid(batch.column(1)))
-        if self.sizes is not None:
-            batch = batch.filter(pc.is_in(batch.column(2), self._size_set))
         return pa.RecordBatch.from_arrays(batch.columns, names=["id", *ENTRY_SCHEMA.names[1:]])

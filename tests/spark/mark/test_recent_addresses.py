@@ -1,0 +1,34 @@
+"""The range reader's bounded de-duplication (:class:`RecentAddresses`): it only ever leaves out
+repeats, so the distinct committed addresses are exactly those of every range it reads."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from lakefs_gc.spark.mark.references import RecentAddresses
+
+addresses = st.sampled_from([f"data/g0/{i}" for i in range(12)])
+
+
+@given(st.lists(st.lists(addresses, max_size=8), max_size=12), st.integers(min_value=0, max_value=4))
+@settings(max_examples=300, deadline=None)
+def test_every_address_is_given_and_none_again_within_the_window(
+    ranges: list[list[str]], window: int
+) -> None:
+    recent = RecentAddresses(window)
+    given_per_range = [recent.fresh(iter(r)) for r in ranges]
+    assert {a for g in given_per_range for a in g} == {a for r in ranges for a in r}
+    for i, fresh in enumerate(given_per_range):
+        assert len(fresh) == len(set(fresh)), "a range's repeats are given once"
+        assert set(fresh) <= set(ranges[i])
+        earlier = {a for r in ranges[max(0, i - window) : i] for a in r}
+        assert not set(fresh) & earlier, "an address the last ranges gave is not given again"
+        assert set(ranges[i]) - earlier <= set(fresh), "and every other one is"
+
+
+def test_memory_is_bounded_by_the_window() -> None:
+    recent = RecentAddresses(2)
+    for i in range(100):
+        recent.fresh(f"data/g0/{i}-{j}" for j in range(10))
+    assert recent.held() == 20  # the addresses of the last two ranges
