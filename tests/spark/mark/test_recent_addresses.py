@@ -32,3 +32,13 @@ def test_memory_is_bounded_by_the_window() -> None:
     for i in range(100):
         recent.fresh(f"data/g0/{i}-{j}" for j in range(10))
     assert recent.held() == 20  # the addresses of the last two ranges
+
+
+@given(st.lists(st.lists(addresses, max_size=8), max_size=12), st.integers(min_value=1, max_value=10))
+@settings(max_examples=300, deadline=None)
+def test_a_cap_on_addresses_forgets_sooner_and_loses_nothing(ranges: list[list[str]], cap: int) -> None:
+    recent = RecentAddresses(16, cap)
+    given_per_range = [recent.fresh(iter(r)) for r in ranges]
+    assert {a for g in given_per_range for a in g} == {a for r in ranges for a in r}
+    assert all(len(g) == len(set(g)) for g in given_per_range)
+    assert recent.held() <= max(cap, len(ranges[-1]) if ranges else 0)

@@ -53,10 +53,12 @@ if TYPE_CHECKING:
 ADDRESS_SCHEMA = "address string"
 KEYED_RANGE_SCHEMA = "id string, max_key binary"
 _KEYED = pa.schema([("id", pa.string()), ("max_key", pa.binary())])
-#: ranges a task remembers the addresses of (:class:`RecentAddresses`): at lakeFS's range sizes
-#: (thousands to tens of thousands of entries) a few MB; more than the versions of one span a
-#: task usually reads in a row
+#: ranges a task remembers the addresses of (:class:`RecentAddresses`), and at most this many of
+#: their addresses (older ranges are forgotten first, the last one never): ~200 bytes each, so
+#: ~40 MB per task whatever lakeFS's range sizes. An address the ranges read one after the other
+#: keep giving is never forgotten, so the window only bridges ranges that lack it
 DEDUPE_WINDOW = 16
+DEDUPE_ADDRESSES = 200_000
 RANGE_READER_SOURCE = "range-reader"
 _BATCH = 65_536
 
@@ -121,14 +123,17 @@ def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism
 
 
 class RecentAddresses:
-    """The addresses of the last ``window`` ranges a task read: an address one of them gave is
-    not given again. Only ever leaves out repeats, so the distinct addresses are those of every
-    range; memory is bounded by ``window`` ranges' entries."""
+    """The addresses of the last ``window`` ranges a task read (fewer when they list more than
+    ``addresses``): an address one of them gave is not given again. Only ever leaves out repeats,
+    so the distinct addresses are those of every range; memory is bounded by ``addresses`` (or
+    by the last range, if it alone lists more)."""
 
-    def __init__(self, window: int = DEDUPE_WINDOW) -> None:
+    def __init__(self, window: int = DEDUPE_WINDOW, addresses: int = DEDUPE_ADDRESSES) -> None:
         self.window = window
+        self.addresses = addresses
         self._last: dict[str, int] = {}  # address -> the latest range (its ordinal) that gave it
         self._ranges: deque[tuple[int, list[str]]] = deque()
+        self._listed = 0  # addresses in ``_ranges``
         self._ordinal = 0
 
     def fresh(self, addresses: Iterable[str]) -> list[str]:
@@ -143,8 +148,10 @@ class RecentAddresses:
             last[address] = ordinal
             seen.append(address)
         self._ranges.append((ordinal, seen))
-        while len(self._ranges) > self.window:
+        self._listed += len(seen)
+        while len(self._ranges) > self.window or (len(self._ranges) > 1 and self._listed > self.addresses):
             old, old_addresses = self._ranges.popleft()
+            self._listed -= len(old_addresses)
             for address in old_addresses:
                 if last.get(address) == old:
                     del last[address]

@@ -18,6 +18,7 @@ address exactly once.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -183,14 +184,27 @@ class _PathSet(AccumulatorParam[frozenset[str]]):
         return a | b
 
 
-def _delete(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> None:
-    try:
-        fs.delete_file(path)
-    except FileNotFoundError:
-        if not missing_ok:
-            raise StorageError(f"cannot delete report file {path}: not found") from None
-    except OSError as e:
-        from lakefs_gc.storage.filesystems import is_not_found
+#: tries of one report file's delete: a store can drop a connection mid-answer (Azurite did, in a
+#: CI run), and the sweep it follows is done: failing the run for it would be a false alarm
+DELETE_ATTEMPTS = 3
 
-        if not (missing_ok and is_not_found(e)):
-            raise StorageError(f"cannot delete report file {path}: {e}") from e
+
+def _delete(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> None:
+    """Delete one report file; a failure other than "not found" is tried again (after one, "not
+    found" means an earlier try did delete it), then raised as a :class:`StorageError`."""
+    from lakefs_gc.storage.filesystems import is_not_found
+
+    for attempt in range(DELETE_ATTEMPTS):
+        try:
+            fs.delete_file(path)
+            return
+        except OSError as e:
+            gone = isinstance(e, FileNotFoundError) or is_not_found(e)
+            if gone and (missing_ok or attempt > 0):
+                return
+            if gone:
+                raise StorageError(f"cannot delete report file {path}: not found") from None
+            if attempt + 1 == DELETE_ATTEMPTS:
+                raise StorageError(f"cannot delete report file {path}: {e}") from e
+            _log.warning("deleting report file %s failed (%s); trying again", path, e)
+            time.sleep(0.2 * 2**attempt)
