@@ -110,14 +110,13 @@ def range_ids_frame(
 
 
 def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
-    """The addresses (``ADDRESS_SCHEMA``) of the ranges ``range_ids`` (column ``id``) lists.
+    """The addresses (``ADDRESS_SCHEMA``) of the ranges ``range_ids`` (columns ``id, max_key``:
+    :func:`range_ids_frame`'s rows) lists.
 
-    With each range's ``max_key``, every task reads a span of keys in key order: the versions of
-    one span of paths (each commit that touches a range writes it again) are read one after the
-    other and share most of their addresses, so a task leaves out what the last few ranges gave
-    already (:class:`RecentAddresses`) and Spark's ``distinct`` gets a fraction of the rows."""
-    if "max_key" not in range_ids.columns:
-        return range_ids.repartition(parallelism).mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
+    Every task reads a span of keys in key order: the versions of one span of paths (each commit
+    that touches a range writes it again) are read one after the other and share most of their
+    addresses, so a task leaves out what the last few ranges gave already
+    (:class:`RecentAddresses`) and Spark's ``distinct`` gets a fraction of the rows."""
     ordered = range_ids.repartitionByRange(parallelism, "max_key").sortWithinPartitions("max_key")
     return ordered.mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
 
@@ -158,7 +157,7 @@ class RecentAddresses:
         return fresh
 
     def held(self) -> int:
-        """How many addresses it remembers (at most ``window`` ranges' worth)."""
+        """How many distinct addresses it remembers (bounded as the class says)."""
         return len(self._last)
 
 

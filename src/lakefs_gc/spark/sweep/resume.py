@@ -199,7 +199,7 @@ def _delete(fs: pafs.FileSystem, path: str, *, missing_ok: bool = False) -> None
             fs.delete_file(path)
             return
         except OSError as e:
-            gone = isinstance(e, FileNotFoundError) or is_not_found(e)
+            gone = is_not_found(e)  # FileNotFoundError included
             if gone and (missing_ok or attempt > 0):
                 return
             if gone:
