@@ -29,8 +29,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
     from pyspark.sql import SparkSession
 
-    from lakefs_gc.spark.mark.job import MarkResult
     from lakefs_gc.spark.mark.range_cache import RangeCache
+    from lakefs_gc.spark.mark.result import MarkResult
     from lakefs_gc.spark.mark.sources import CandidateProvider
     from lakefs_gc.spark.sweep.backup import CopyResult
     from lakefs_gc.spark.sweep.job import SweepResult

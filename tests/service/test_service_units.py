@@ -23,7 +23,7 @@ from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.settings import RepositorySchedule, ServiceSettings
-from lakefs_gc.spark.mark.job import MarkResult
+from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.sweep.job import SweepResult
 from tests.service.histories import probe, scrape, value
 

@@ -28,9 +28,11 @@ from lakefs_gc.sstable import (
 )
 from lakefs_gc.sstable.addresses import (
     block_addresses,
+    block_contents,
     block_head_entries,
     block_path_sizes,
     range_address_blocks,
+    range_content_blocks,
     range_head_entry_blocks,
 )
 from lakefs_gc.sstable.block import BlockBuilder, decode_block
@@ -290,3 +292,43 @@ def test_head_entries_as_the_general_reader(lakefs_sstables: Path) -> None:
 def test_a_corrupt_range_fails_the_head_entries_too() -> None:
     with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
         list(range_head_entry_blocks(range_with_a_bad_address(), tagged))
+
+
+# ---- (size, address, checksum): a HEAD range read once for the classification and the guard --
+
+
+@given(st.lists(entries, min_size=1, max_size=30), st.integers(min_value=1, max_value=16))
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])  # shared cores
+def test_contents_are_the_head_entries_without_paths(items: list[Entry], interval: int) -> None:
+    block = block_of([marshal_value(entry_identity(e), encode_entry(e)) for e in items], interval)
+    assert block_contents(block, tagged) == [(s, a, c) for _, s, a, c in general_head_entries(block)]
+
+
+def test_contents_as_the_general_reader(lakefs_sstables: Path) -> None:
+    for name in ("range.sst", "ok1.sst", "56569996.sst"):
+        with SSTableReader(lakefs_sstables / name) as reader:
+            expected = [
+                (s, a, c) for block in range_head_entry_blocks(reader, tagged) for _, s, a, c in block
+            ]
+        with SSTableReader(lakefs_sstables / name) as reader:
+            fast = [e for block in range_content_blocks(reader, tagged) for e in block]
+        assert fast == expected and expected, name
+
+
+def test_every_single_byte_corruption_is_decided_alike_for_contents() -> None:
+    def contents(block: bytes) -> list[tuple[int, str | None, str]]:
+        return [(s, a, c) for _, s, a, c in general_head_entries(block)]
+
+    for pos, byte, bad in corruptions(23):
+        fast = outcome(lambda b: block_contents(b, tagged), bad)
+        general_answer = outcome(contents, bad)
+        # as for paths and sizes: the general decoder alone rejects what only breaks a field or key
+        # the fast path does not read; anywhere else both decide alike
+        assert fast == general_answer or fast != "rejected", (pos, byte)
+        if fast != "rejected" and general_answer != "rejected":
+            assert fast == general_answer, (pos, byte)
+
+
+def test_a_corrupt_range_fails_the_contents_too() -> None:
+    with pytest.raises(SSTableFormatError, match=r"undecodable range entry at key b'k/1'"):
+        list(range_content_blocks(range_with_a_bad_address(), tagged))

@@ -11,7 +11,7 @@ from lakefs_gc.settings import GcSettings
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.mark.result import MarkResult
     from lakefs_gc.spark.sweep.job import SweepResult
 
 

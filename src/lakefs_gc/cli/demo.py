@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
     from lakefs_gc.settings import GcSettings
-    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.mark.result import MarkResult
     from lakefs_gc.spark.sweep.job import SweepResult
     from lakefs_gc.testing.demo import DemoCheck, Scenario
 

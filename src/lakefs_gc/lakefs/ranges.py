@@ -16,7 +16,14 @@ from lakefs_gc.errors import ExportError
 from lakefs_gc.gc.addresses import METADATA_PREFIX
 from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.sstable import SSTableReader
-from lakefs_gc.sstable.addresses import HeadEntry, KeepAddress, range_address_blocks, range_head_entry_blocks
+from lakefs_gc.sstable.addresses import (
+    ContentEntry,
+    HeadEntry,
+    KeepAddress,
+    range_address_blocks,
+    range_content_blocks,
+    range_head_entry_blocks,
+)
 from lakefs_gc.sstable.graveler import iter_metarange_range_ids
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 
@@ -45,6 +52,13 @@ def head_entries_of_range(reader: SSTableReader, namespace: str) -> Iterator[Hea
     """``(path, size, address, checksum)`` of every entry of a range, the address normalised as
     :func:`committed_addresses_of_range` normalises it (None outside the namespace)."""
     for block in range_head_entry_blocks(reader, _normalizer(namespace)):
+        yield from block
+
+
+def contents_of_range(reader: SSTableReader, namespace: str) -> Iterator[ContentEntry]:
+    """``(size, address, checksum)`` of every entry of a range, the address normalised as
+    :func:`committed_addresses_of_range` normalises it (None outside the namespace)."""
+    for block in range_content_blocks(reader, _normalizer(namespace)):
         yield from block
 
 

@@ -42,8 +42,8 @@ from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.state import ServiceState
 from lakefs_gc.service.streams import EventStreams, inventory_stream
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable
-from lakefs_gc.spark.mark.job import MarkResult
 from lakefs_gc.spark.mark.range_cache import RangeCache, RangeCacheError
+from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes
 from lakefs_gc.spark.sweep.job import SweepResult
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace

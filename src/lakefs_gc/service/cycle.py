@@ -39,7 +39,7 @@ if TYPE_CHECKING:
 
     from lakefs_gc.service.metrics import Metrics
     from lakefs_gc.service.settings import RepositorySchedule
-    from lakefs_gc.spark.mark.job import MarkResult
+    from lakefs_gc.spark.mark.result import MarkResult
     from lakefs_gc.spark.sweep.job import SweepResult
 
 _log = logging.getLogger(__name__)

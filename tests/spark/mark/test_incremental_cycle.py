@@ -20,8 +20,8 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakefs_gc import jobs
 from lakefs_gc.events.model import EVENT_DDL
-from lakefs_gc.spark.mark.job import MarkResult
 from lakefs_gc.spark.mark.range_cache import RangeCache
+from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources.base import LISTED_SCHEMA
 from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot
 from lakefs_gc.spark.mark.sources.listing import ListingSource

@@ -17,9 +17,9 @@ from pyspark.sql import SparkSession
 
 from lakefs_gc import jobs
 from lakefs_gc.settings import GcSettings
-from lakefs_gc.spark.mark.job import MarkResult
 from lakefs_gc.spark.mark.range_cache import Generation, Part, RangeCache, RangeCacheError, plan_metaranges
 from lakefs_gc.spark.mark.range_cache.retention import plan_retention, trim_range_cache
+from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
 from lakefs_gc.testing.faults import Fault

@@ -29,7 +29,7 @@ from lakefs_gc.inventory.generate import list_namespace, write_inventory
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.ingest.inventory.table import CANDIDATE_DDL
-from lakefs_gc.spark.mark import twin_evidence, twins
+from lakefs_gc.spark.mark import head_contents, twin_evidence, twins
 from lakefs_gc.spark.mark.range_cache import RangeCache
 from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
 from lakefs_gc.spark.mark.sources.listing import ListingSource
@@ -107,6 +107,49 @@ def test_spark_pairs_are_the_rules(spark: SparkSession, monkeypatch: pytest.Monk
     assert plan.unresolved is None
     without, _, _ = spark_pairs(spark, seed, evidence=False)
     assert without == rule_pairs(seed, evidence=False) >= pairs  # evidence only ever removes pairs
+
+
+def contents_of(seed: int) -> list[tuple[str, int, str, int]]:
+    """The world's HEAD entries as the classification reads them: ``(address, size, checksum,
+    heads)``, no path or range, each entry's range weighted by the branch HEADs holding it, and
+    each content given twice, split as a task's window gives what it gathered."""
+    heads, tree, entries, _, _ = world(seed)
+    weight: dict[str, int] = {}
+    for metarange, range_id in tree:
+        weight[range_id] = weight.get(range_id, 0) + len(heads[metarange])
+    rows = []
+    for range_id, _, size, address, checksum in entries:
+        w = weight[range_id]
+        rows += [(address, size, checksum, w // 2), (address, size, checksum, w - w // 2)]
+    return rows
+
+
+def planned(plan: twins.SizePlan) -> tuple[set[int], set[str]]:
+    unresolved = set() if plan.unresolved is None else {r["address"] for r in plan.unresolved.collect()}
+    return {r["size"] for r in plan.checked.collect()}, unresolved
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_classifications_reading_plans_what_the_trees_do(
+    spark: SparkSession, monkeypatch: pytest.MonkeyPatch, seed: int
+) -> None:
+    """The guard's first questions (which marked objects may have a twin at all; which sizes to
+    resolve by stats within the budgets, and which to keep), answered from the HEAD entries'
+    contents as the classification reads them, are the ones the trees answer."""
+    _, _, _, objects, marked = world(seed)
+    marked_df = spark.createDataFrame(marked, "address string, size long, md5 string")
+    contents_df = spark.createDataFrame(
+        contents_of(seed), "address string, size long, checksum string, heads long"
+    )
+    for evidence, budget in [(True, 10**6), (False, 10**6), (True, 0), (True, 3), (False, 2)]:
+        monkeypatch.setattr(twins, "STAT_BUDGET", budget)
+        objects_df = spark.createDataFrame(objects, "address string, md5 string") if evidence else None
+        keys = head_contents.head_keys(marked_df, contents_df, objects_df)
+        paired = twin_evidence.exposed(marked_df, keys)
+        _, expected, plan = spark_pairs(spark, seed, evidence=evidence)
+        assert {r["address"] for r in paired.collect()} == expected, (evidence, budget)
+        from_contents = twins.plan_weighted(marked_df, twin_evidence.needed_entries(marked_df, keys), paired)
+        assert planned(from_contents) == planned(plan), (evidence, budget)
 
 
 def test_over_the_budget_only_exposed_objects_stay_unresolved(
@@ -204,9 +247,36 @@ def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_
     assert found["stats"] == 2  # (main, a) and (dev, a), for the twin: dev branched from the commit
     assert found["released"] == 1 - ruled_out  # without evidence the reset upload is released by a stat
     assert (found["pairs"], found["ruled_out_bytes"]) == (4 - 2 * ruled_out, 10 * ruled_out)
+    assert found["head_trees_read"], "the twin may be one: its HEAD entries are read for their paths"
     assert all((env.storage_root / REPO / a).exists() for a in (committed, twin, garbage)), (
         "marks delete nothing"
     )
+
+
+@pytest.mark.parametrize(("encryption", "trusted"), [("SSE-S3", True), ("SSE-KMS", True), ("SSE-S3", False)])
+def test_garbage_content_evidence_rules_out_needs_no_second_reading(
+    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str, trusted: bool
+) -> None:
+    """Without a twin, the proofs release the reset upload from what the classification read of the
+    HEAD ranges: no HEAD tree is read again, no stat is made. Without proofs the trees are read and
+    the stats release it."""
+    env.lakefs.create_repo(REPO, f"local://{REPO}")
+    env.lakefs.set_rules(REPO, 7)
+    env.lakefs.upload(REPO, "main", "a", CONTENTS[0])
+    env.lakefs.commit(REPO, "main", "a")
+    env.lakefs.branch(REPO, "dev", "main")
+    garbage = env.lakefs.upload(REPO, "dev", "b", CONTENTS[1]).physical_address
+    env.lakefs.reset(REPO, "dev")
+    destination = tmp_path / "inventory"
+    deliver(env, destination, encryption)
+    summary = mark(env, capsys, destination, *(["--trust-checksums"] if trusted else []))["summary"]
+    found = summary["identity_twins"]
+    proven = trusted and encryption == "SSE-S3"
+    assert summary["num_deleted_objects"] == 1 and summary["kept"]["identity_twin"]["objects"] == 0
+    assert (found["ruled_out"], found["head_trees_read"], found["stats"]) == (
+        (1, False, 0) if proven else (0, True, 2)
+    ), found
+    assert (env.storage_root / REPO / garbage[garbage.index("/data/") + 1 :]).exists(), "marks delete nothing"
 
 
 def test_the_service_cycle_carries_the_evidence(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:

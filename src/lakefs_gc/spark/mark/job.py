@@ -37,21 +37,25 @@ from lakefs_gc.gc.cost import mark_cost
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
-from lakefs_gc.gc.reports import COMMITS_EXPORT_RUN_ID, MarkSummary, int_or_none
+from lakefs_gc.gc.reports import COMMITS_EXPORT_RUN_ID, MarkSummary
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
 from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
+from lakefs_gc.spark.mark.head_contents import heads_to_read, split_references
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
 from lakefs_gc.spark.mark.range_cache.heads import CachedHeadTrees
 from lakefs_gc.spark.mark.references import (
+    Committed,
     LakeFSRefs,
     MetadataReader,
     committed_frames,
     dump_frame,
     read_commits_export,
 )
+from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
+from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
 from lakefs_gc.spark.mark.twin_evidence import marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
@@ -71,37 +75,6 @@ Progress = Callable[[str], None]
 DEFAULT_GRACE_PERIOD = timedelta(hours=24)
 #: blockstore type (GET /config) → the kind of storage location it serves
 _BLOCKSTORE_KINDS = {"s3": "s3", "azure": "azure", "local": "local", "gs": "gs"}
-
-
-@dataclass(frozen=True)
-class MarkResult:
-    repository: str
-    mark_id: str
-    success: bool
-    summary: dict[str, Any]
-    report_location: str
-    storage_namespace: str
-
-    @property
-    def marked(self) -> int:
-        """Objects marked (listed in ``deleted/``)."""
-        return int(self.summary.get("num_deleted_objects", 0))
-
-    @property
-    def marked_bytes(self) -> int:
-        """Their total size."""
-        return int(self.summary.get("num_deleted_bytes", 0) or 0)
-
-    @property
-    def monthly_saving(self) -> str | None:
-        """The estimated monthly saving of sweeping this mark, ``"<amount> <currency>"`` (None: unknown)."""
-        cost = self.summary.get("cost") or {}
-        return f"{cost['monthly_saving']} {cost['currency']}" if cost.get("monthly_saving") else None
-
-    @property
-    def listed(self) -> int | None:
-        """The candidates the mark considered (``None``: a failed mark says nothing)."""
-        return int_or_none(self.summary.get("num_listed_objects"))
 
 
 def mark_run(
@@ -231,12 +204,13 @@ class _MarkRun:
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
-        range_ids, committed = self._committed(metaranges)
-        retained = None
+        heads = heads_to_read(checked.graph, metaranges) if self.params.trust_checksums else None
+        read = self._committed(metaranges, heads=heads)
+        range_ids, committed, retained = read.range_ids, read.addresses, None
         if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
             # not cached: a second update would delete parts the first one's lazy frames still read
-            extra_ids, retained = self._committed(list(checked.extra_metaranges), cached=False)
-            range_ids = range_ids.union(extra_ids).distinct()
+            extra = self._committed(list(checked.extra_metaranges), cached=False)
+            range_ids, retained = range_ids.union(extra.range_ids).distinct(), extra.addresses
             metaranges = sorted({*metaranges, *checked.extra_metaranges})
         range_ids = self._persist(range_ids)
         self.say(
@@ -247,13 +221,16 @@ class _MarkRun:
             self.spark, parallelism=self.parallelism, say=lambda m: self.say(f"{self.repo.id}: {m}")
         )
         self.stats.update(found.stats)
+        contents = None  # with content evidence, the HEAD ranges are read once for the guard too
+        if read.with_heads is not None and CONTENT_MD5 in found.objects.columns:
+            committed, contents = split_references(self._persist(read.with_heads))
         classified = self._persist(
             classify(
                 found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff,
                 retained=retained,
             )
         )  # fmt: skip
-        classified = self._guard_twins(classified, checked)
+        classified = self._guard_twins(classified, checked, contents)
         counts, first_slice = self._count_reasons(classified)
         self.stats["retention_cross_check"] = {
             **checked.check.summary(),
@@ -285,8 +262,11 @@ class _MarkRun:
             )
         return checked
 
-    def _guard_twins(self, classified: DataFrame, checked: CheckedCommits) -> DataFrame:
-        """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`)."""
+    def _guard_twins(
+        self, classified: DataFrame, checked: CheckedCommits, contents: DataFrame | None
+    ) -> DataFrame:
+        """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`);
+        ``contents``: the HEAD entries' contents as the classification read them (:mod:`.head_contents`)."""
         marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
@@ -299,21 +279,25 @@ class _MarkRun:
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,
+            contents=contents,
         )  # fmt: skip
         self.stats["identity_twins"] = guard.counts
         if guard.kept is None:
             return classified
         return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
 
-    def _committed(self, metaranges: list[str], *, cached: bool = True) -> tuple[DataFrame, DataFrame]:
-        """``(range_ids, addresses)`` of the metaranges, through the range cache when there is one
-        and ``cached`` (at most once per mark: each update cleans what the newest record omits)."""
+    def _committed(
+        self, metaranges: list[str], *, cached: bool = True, heads: dict[str, int] | None = None
+    ) -> Committed:
+        """Range ids and addresses of the metaranges, through the range cache when there is one
+        and ``cached`` (at most once per mark: each update cleans what the newest record omits);
+        without the cache, also read with the contents of the ``heads`` metaranges' entries."""
         refs, repo = self.refs, self.repo
         if self.range_cache is None or not cached:
             return committed_frames(
                 self.spark, connection=refs.connection, repository=repo.id,
                 storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
-                metarange_ids=metaranges, parallelism=self.parallelism,
+                metarange_ids=metaranges, parallelism=self.parallelism, heads=heads,
             )  # fmt: skip
         range_ids, addresses, stats = committed_frames_cached(
             self.spark, self.range_cache, connection=refs.connection, repository=repo.id,
@@ -321,7 +305,7 @@ class _MarkRun:
             metarange_ids=metaranges, parallelism=self.parallelism,
         )  # fmt: skip
         self.stats["range_cache"] = stats
-        return range_ids, addresses
+        return Committed(range_ids, addresses)
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)

@@ -17,8 +17,7 @@ and what the executors need to open their own client.
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
@@ -35,13 +34,15 @@ from lakefs_gc.lakefs.exports import (
 )
 from lakefs_gc.lakefs.ranges import (
     committed_addresses_of_range,
+    contents_of_range,
     head_entries_of_range,
     metadata_location,
     open_sstable,
 )
 from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.mark.recent import RecentAddresses, RecentContents
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.sstable.addresses import HeadEntry
+from lakefs_gc.sstable.addresses import ContentEntry, HeadEntry
 from lakefs_gc.sstable.graveler import iter_metarange_range_keys
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
@@ -51,14 +52,11 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
 ADDRESS_SCHEMA = "address string"
-KEYED_RANGE_SCHEMA = "id string, max_key binary"
-_KEYED = pa.schema([("id", pa.string()), ("max_key", pa.binary())])
-#: ranges a task remembers the addresses of (:class:`RecentAddresses`), and at most this many of
-#: their addresses (older ranges are forgotten first, the last one never): ~200 bytes each, so
-#: ~40 MB per task whatever lakeFS's range sizes. An address the ranges read one after the other
-#: keep giving is never forgotten, so the window only bridges ranges that lack it
-DEDUPE_WINDOW = 16
-DEDUPE_ADDRESSES = 200_000
+#: :func:`range_references`' rows: an address, and for a HEAD entry's contents its size, recorded
+#: checksum and ``heads``: how many branch HEADs hold entries of these contents (summed over them)
+REFERENCES_SCHEMA = "address string, size long, checksum string, heads long"
+KEYED_RANGE_SCHEMA = "id string, max_key binary, heads long"
+_KEYED = pa.schema([("id", pa.string()), ("max_key", pa.binary()), ("heads", pa.int64())])
 RANGE_READER_SOURCE = "range-reader"
 _BATCH = 65_536
 
@@ -88,25 +86,55 @@ def committed_frames(
     options: StorageOptions,
     metarange_ids: Sequence[str],
     parallelism: int,
-) -> tuple[DataFrame, DataFrame]:
-    """``(range_ids, addresses)``: distinct range ids of the metaranges, and their addresses.
+    heads: Mapping[str, int] | None = None,
+) -> Committed:
+    """Distinct range ids of the metaranges, and their addresses; with ``heads`` (the branch
+    HEADs' metaranges, among ``metarange_ids``, each with the number of branches whose HEAD it
+    is), also how to read them with the HEAD entries' contents (:attr:`Committed.with_heads`).
 
     The range ids are read once, now: the addresses are read from them and the report records
     them (``ranges/``), and Spark would read every metarange again for each (at the bottom line,
     10,762 metaranges, that second reading was 89 s of the report)."""
     reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
-    keyed = range_ids_frame(spark, reader, metarange_ids, parallelism=parallelism).localCheckpoint()
-    return keyed.select("id"), range_addresses(reader, keyed, parallelism=parallelism)
+    keyed = range_ids_frame(spark, reader, metarange_ids, parallelism=parallelism, heads=heads)
+    keyed = keyed.localCheckpoint()
+    with_heads = range_references(reader, keyed, parallelism=parallelism) if heads else None
+    return Committed(keyed.select("id"), range_addresses(reader, keyed, parallelism=parallelism), with_heads)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What the active commits reference, as lazy frames: nothing is read until one is used."""
+
+    range_ids: DataFrame  # ``id``: every distinct range id, read already
+    addresses: DataFrame  # ``ADDRESS_SCHEMA``: the addresses of those ranges
+    #: :data:`REFERENCES_SCHEMA`: the same addresses, read with the HEAD entries' contents
+    #: (:mod:`lakefs_gc.spark.mark.head_contents`); None: not asked for
+    with_heads: DataFrame | None = None
 
 
 def range_ids_frame(
-    spark: SparkSession, reader: MetadataReader, metarange_ids: Sequence[str], *, parallelism: int
+    spark: SparkSession,
+    reader: MetadataReader,
+    metarange_ids: Sequence[str],
+    *,
+    parallelism: int,
+    heads: Mapping[str, int] | None = None,
 ) -> DataFrame:
     """The distinct range ids (column ``id``) of the metaranges, each with its last key
-    (``max_key``, the metarange's key for it), each metarange read by one task."""
-    metaranges = spark.createDataFrame([(m,) for m in metarange_ids], "id string")
-    metaranges = metaranges.repartition(max(1, min(parallelism, len(metarange_ids))))
-    return metaranges.mapInArrow(on_executor(reader.range_ids), KEYED_RANGE_SCHEMA).dropDuplicates(["id"])
+    (``max_key``, the metarange's key for it) and how many branch HEADs hold it (``heads``: the
+    sum of ``heads``' counts over the metaranges that list it, 0 without), each metarange read by
+    one task."""
+    from pyspark.sql import functions as F
+
+    heads = heads or {}
+    unique = list(dict.fromkeys(metarange_ids))  # a metarange listed twice would count its HEADs twice
+    metaranges = spark.createDataFrame([(m, heads.get(m, 0)) for m in unique], "id string, heads long")
+    metaranges = metaranges.repartition(max(1, min(parallelism, len(unique))))
+    ranges = metaranges.mapInArrow(on_executor(reader.range_ids), KEYED_RANGE_SCHEMA)
+    if not heads:
+        return ranges.dropDuplicates(["id"])
+    return ranges.groupBy("id").agg(F.max("max_key").alias("max_key"), F.sum("heads").alias("heads"))
 
 
 def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
@@ -117,48 +145,25 @@ def range_addresses(reader: MetadataReader, range_ids: DataFrame, *, parallelism
     that touches a range writes it again) are read one after the other and share most of their
     addresses, so a task leaves out what the last few ranges gave already
     (:class:`RecentAddresses`) and Spark's ``distinct`` gets a fraction of the rows."""
-    ordered = range_ids.repartitionByRange(parallelism, "max_key").sortWithinPartitions("max_key")
-    return ordered.mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
+    return _in_key_order(range_ids, parallelism).mapInArrow(on_executor(reader.addresses), ADDRESS_SCHEMA)
 
 
-class RecentAddresses:
-    """The addresses of the last ``window`` ranges a task read (fewer when they list more than
-    ``addresses``): an address one of them gave is not given again. Only ever leaves out repeats,
-    so the distinct addresses are those of every range; memory is bounded by ``addresses`` (or
-    by the last range, if it alone lists more)."""
+def range_references(reader: MetadataReader, range_ids: DataFrame, *, parallelism: int) -> DataFrame:
+    """:func:`range_addresses`, read with the contents of the HEAD ranges' entries
+    (:data:`REFERENCES_SCHEMA`): a range some HEAD holds (``heads`` > 0) gives ``(address, size,
+    checksum)`` of its entries, the address null where the classification drops it (outside the
+    namespace), each with ``heads``: the HEADs holding it, summed over the task's entries of the
+    same contents (:class:`RecentContents`); any other range gives addresses, with a null size.
+    Each range is still read once: the mark's classification and its identity-twin guard's
+    content evidence share this one reading (:mod:`lakefs_gc.spark.mark.head_contents`).
+    Addresses the task's last ranges gave are left out, so the rows are a fraction of the
+    entries, yet every HEAD entry's contents are given, and summing ``heads`` per contents counts
+    the (branch, path) pairs that hold them exactly."""
+    return _in_key_order(range_ids, parallelism).mapInArrow(on_executor(reader.references), REFERENCES_SCHEMA)
 
-    def __init__(self, window: int = DEDUPE_WINDOW, addresses: int = DEDUPE_ADDRESSES) -> None:
-        self.window = window
-        self.addresses = addresses
-        self._last: dict[str, int] = {}  # address -> the latest range (its ordinal) that gave it
-        self._ranges: deque[tuple[int, list[str]]] = deque()
-        self._listed = 0  # addresses in ``_ranges``
-        self._ordinal = 0
 
-    def fresh(self, addresses: Iterable[str]) -> list[str]:
-        """Those of one range's ``addresses`` none of the last ranges gave (each once)."""
-        ordinal, last = self._ordinal, self._last
-        self._ordinal += 1
-        seen: list[str] = []
-        fresh: list[str] = []
-        for address in addresses:
-            if last.get(address) is None:
-                fresh.append(address)
-            last[address] = ordinal
-            seen.append(address)
-        self._ranges.append((ordinal, seen))
-        self._listed += len(seen)
-        while len(self._ranges) > self.window or (len(self._ranges) > 1 and self._listed > self.addresses):
-            old, old_addresses = self._ranges.popleft()
-            self._listed -= len(old_addresses)
-            for address in old_addresses:
-                if last.get(address) == old:
-                    del last[address]
-        return fresh
-
-    def held(self) -> int:
-        """How many distinct addresses it remembers (bounded as the class says)."""
-        return len(self._last)
+def _in_key_order(range_ids: DataFrame, parallelism: int) -> DataFrame:
+    return range_ids.repartitionByRange(parallelism, "max_key").sortWithinPartitions("max_key")
 
 
 class MetadataReader:
@@ -183,12 +188,15 @@ class MetadataReader:
         fs, _ = filesystem_for(self.namespace, self.options)
         with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
             for batch in batches:
-                for metarange_id in batch.column("id").to_pylist():
+                heads = batch.column("heads").to_pylist()
+                for metarange_id, count in zip(batch.column("id").to_pylist(), heads, strict=True):
                     keyed = self.read_metarange_keys(client, fs, metarange_id)
                     if keyed:
                         yield pa.RecordBatch.from_pydict(
-                            {"id": [i for _, i in keyed], "max_key": [k for k, _ in keyed]}, schema=_KEYED
-                        )
+                            {"id": [i for _, i in keyed], "max_key": [k for k, _ in keyed],
+                             "heads": [count] * len(keyed)},
+                            schema=_KEYED,
+                        )  # fmt: skip
 
     def addresses(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = filesystem_for(self.namespace, self.options)
@@ -203,6 +211,27 @@ class MetadataReader:
                         pending = []
         if pending:
             yield pa.RecordBatch.from_pydict({"address": pending})
+
+    def references(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        fs, _ = filesystem_for(self.namespace, self.options)
+        recent = RecentAddresses()
+        contents = RecentContents()
+        rows = _References()
+        with LakeFSClient(self.connection, source=RANGE_READER_SOURCE) as client:
+            for batch in batches:
+                heads = batch.column("heads").to_pylist()
+                for range_id, weight in zip(batch.column("id").to_pylist(), heads, strict=True):
+                    if weight:
+                        entries = list(self.read_contents(client, fs, range_id))
+                        recent.fresh([a for _, a, _ in entries if a is not None])  # given with their contents
+                        rows.contents(contents.add(entries, weight))
+                    else:
+                        rows.addresses(recent.fresh(self.read_range(client, fs, range_id)))
+                    if len(rows) >= _BATCH:
+                        yield rows.batch()
+        rows.contents(contents.rest())
+        if len(rows):
+            yield rows.batch()
 
     def read_metarange(self, client: RefsReader, fs: pafs.FileSystem, metarange_id: str) -> list[str]:
         """The range ids of one metarange (one lakeFS call, one file read)."""
@@ -232,10 +261,56 @@ class MetadataReader:
         with open_sstable(fs, location, location.fs_path) as table:
             yield from head_entries_of_range(table, self.storage_namespace)
 
+    def read_contents(self, client: RefsReader, fs: pafs.FileSystem, range_id: str) -> Iterator[ContentEntry]:
+        """``(size, address, checksum)`` of every entry of one range: what content evidence needs
+        of a HEAD entry, the address normalised as the classification's (None outside the
+        namespace)."""
+        location = self.resolve(range_id, client.range_location(self.repository, range_id))
+        with open_sstable(fs, location, location.fs_path) as table:
+            yield from contents_of_range(table, self.storage_namespace)
+
     def resolve(self, object_id: str, api_location: str) -> StorageLocation:
         return metadata_location(
             self.namespace, object_id, api_location=api_location, local_root=self.options.local_root
         )
+
+
+class _References:
+    """The pending rows of :meth:`MetadataReader.references`."""
+
+    _SCHEMA = pa.schema(
+        [("address", pa.string()), ("size", pa.int64()), ("checksum", pa.string()), ("heads", pa.int64())]
+    )
+
+    def __init__(self) -> None:
+        self._addresses: list[str | None] = []
+        self._sizes: list[int | None] = []
+        self._checksums: list[str | None] = []
+        self._heads: list[int | None] = []
+
+    def __len__(self) -> int:
+        return len(self._addresses)
+
+    def addresses(self, addresses: list[str]) -> None:
+        self._addresses.extend(addresses)
+        nulls: list[None] = [None] * len(addresses)
+        self._sizes.extend(nulls)
+        self._checksums.extend(nulls)
+        self._heads.extend(nulls)
+
+    def contents(self, given: list[tuple[ContentEntry, int]]) -> None:
+        self._addresses.extend([a for (_, a, _), _ in given])
+        self._sizes.extend([s for (s, _, _), _ in given])
+        self._checksums.extend([c for (_, _, c), _ in given])
+        self._heads.extend([w for _, w in given])
+
+    def batch(self) -> pa.RecordBatch:
+        """The pending rows, handed over (none remain)."""
+        columns = {
+            "address": self._addresses, "size": self._sizes, "checksum": self._checksums, "heads": self._heads
+        }  # fmt: skip
+        self._addresses, self._sizes, self._checksums, self._heads = [], [], [], []
+        return pa.RecordBatch.from_pydict(columns, schema=self._SCHEMA)
 
 
 def read_active_commits(

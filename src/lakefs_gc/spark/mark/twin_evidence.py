@@ -40,23 +40,36 @@ def with_md5(marked: DataFrame) -> DataFrame:
     return marked.select("address", "size", md5.alias("md5"))
 
 
-def entry_keys(entries: DataFrame, objects: DataFrame | None) -> DataFrame:
-    """``(id, path, size, key)``: each HEAD entry with its proven content MD5
-    (:func:`lakefs_gc.gc.twins.entry_key`: its checksum, when that is the MD5 its own object's
-    bytes are proven to have), else a null key (any marked object of its size may be its twin)."""
+def entry_keys(
+    entries: DataFrame, objects: DataFrame | None, *, columns: tuple[str, ...] = ("id", "path", "size")
+) -> DataFrame:
+    """``(*columns, key)`` (by default ``(id, path, size, key)``): each HEAD entry with its proven
+    content MD5 (:func:`lakefs_gc.gc.twins.entry_key`: its checksum, when that is the MD5 its own
+    object's bytes are proven to have), else a null key (any marked object of its size may be
+    its twin)."""
     from pyspark.sql import functions as F
 
     if objects is None or CONTENT_MD5 not in objects.columns:
-        return entries.select("id", "path", "size", F.lit(None).cast("string").alias("key"))
+        return entries.select(*columns, F.lit(None).cast("string").alias("key"))
     proven = objects.where(F.col(CONTENT_MD5).isNotNull()).select(
         "address", F.col(CONTENT_MD5).alias("_object_md5")
     )
     key = F.when(F.lower(F.col("checksum")) == F.col("_object_md5"), F.col("_object_md5"))
-    return entries.join(proven, "address", "left").select("id", "path", "size", key.alias("key"))
+    return entries.join(proven, "address", "left").select(*columns, key.alias("key"))
+
+
+def of_sizes(objects: DataFrame | None, sizes: DataFrame) -> DataFrame | None:
+    """The candidates whose MD5 a HEAD entry of one of ``sizes`` may be proven by: those of the
+    same sizes (an entry's own object has the entry's size; one that had not would only leave
+    the entry unproven, which never releases anything). Halves the lookup's join at scale."""
+    if objects is None or "size" not in objects.columns:
+        return objects
+    return objects.join(sizes, "size", "left_semi")
 
 
 def needed_entries(marked: DataFrame, keyed: DataFrame) -> DataFrame:
-    """The HEAD entries some marked object of their size may be a twin of (the rest are ruled out):
+    """The HEAD entries (rows of ``keyed``, with its columns: ``size``, ``key`` and any others) some
+    marked object of their size may be a twin of (the rest are ruled out):
     an entry without a key, one of a size with a marked object without an MD5, or one whose key is
     some marked object's MD5 (:func:`lakefs_gc.gc.twins.ruled_out`)."""
     from pyspark.sql import functions as F
@@ -66,7 +79,7 @@ def needed_entries(marked: DataFrame, keyed: DataFrame) -> DataFrame:
     matching = md5s.withColumn("_match", F.lit(True))
     joined = keyed.join(unknown, "size").join(matching, ["size", "key"], "left")
     need = F.col("key").isNull() | (F.col("_unknown") == 1) | F.col("_match").isNotNull()
-    return joined.where(need).select("id", "path", "size", "key")
+    return joined.where(need).select(*keyed.columns)
 
 
 def pair_condition() -> Column:

@@ -44,12 +44,14 @@ from lakefs_gc.gc import twins
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.addresses import normalize_committed_address
+from lakefs_gc.spark.mark.head_contents import head_keys
 from lakefs_gc.spark.mark.head_trees import HeadTrees, LakeFSHeadTrees, head_metaranges
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.mark.twin_evidence import (
     entry_keys,
     exposed,
     needed_entries,
+    of_sizes,
     pair_condition,
     with_md5,
 )
@@ -88,54 +90,109 @@ def guard_twins(
     say: Say,
     trees: HeadTrees | None = None,
     objects: DataFrame | None = None,
+    contents: DataFrame | None = None,
 ) -> TwinGuard:
     """Which of ``marked`` (``address, size``, optionally ``md5``) are identity twins to keep; see
     the module docstring.
 
     ``trees``: where the HEAD trees are read (default: from lakeFS through ``reader``).
     ``objects``: ``address, size, md5`` of the namespace's objects (the mark's candidates), where the
-    HEAD entries' own objects are looked up for content evidence (None: no evidence)."""
-    from pyspark.sql import functions as F
-
+    HEAD entries' own objects are looked up for content evidence (None: no evidence).
+    ``contents``: ``address, size, checksum, heads`` of the HEAD trees' entries, as the mark's
+    classification read them (:mod:`.head_contents`): which marked objects may have a twin and
+    what each size costs are then known without reading the trees again, and they are read only
+    for the paths of the sizes resolved by stats."""
     heads = head_metaranges(graph)
     if not heads:
         return TwinGuard(None, guard_twins_none())
-    trees = trees or LakeFSHeadTrees(reader)
-    # read once: the queries below use the tree three times, and Spark would read it again each time
-    tree = trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
+    guard = _Guard(spark, heads, reader, lakefs, parallelism, say, trees or LakeFSHeadTrees(reader), objects)
     marked = with_md5(marked)
-    sizes = marked.select("size").distinct()
-    entries = trees.entries(tree.select("id").distinct(), parallelism=parallelism)
-    sized = entries.join(sizes, "size", "left_semi")
-    # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
-    # them; every query below uses ``needed`` (few rows with evidence), some several times
-    keyed = entry_keys(sized, of_sizes(objects, sizes)).persist()
-    try:
-        needed = needed_entries(marked, keyed).localCheckpoint()
-        head_sizes = keyed.select("size").distinct().localCheckpoint()
-    finally:
-        keyed.unpersist()
-    # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
-    # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
-    paired = exposed(marked, needed).localCheckpoint()
-    plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
-    pairs = twin_pairs(marked, needed, tree, plan.checked)
-    guard = _decide(spark, pairs, plan, heads, reader, lakefs, say)
+    if contents is None:
+        result, ruled_out, read = *guard.read_trees(marked), True
+    else:
+        result, ruled_out, read = guard.from_contents(marked, contents)
+    result.counts["ruled_out"], result.counts["ruled_out_bytes"] = ruled_out
+    result.counts["head_trees_read"] = read
+    if ruled_out[0]:
+        say(f"identity twins: {ruled_out[0]} objects ruled out by content evidence (their bytes' MD5)")
+    return result
+
+
+@dataclass(frozen=True)
+class _Guard:
+    """What the guard reads and asks with: :meth:`read_trees` reads the HEAD trees for everything,
+    :meth:`from_contents` plans from what the classification read and reads them only for paths."""
+
+    spark: SparkSession
+    heads: Mapping[str, list[str]]
+    reader: MetadataReader
+    lakefs: CommitGraphReader
+    parallelism: int
+    say: Say
+    trees: HeadTrees
+    objects: DataFrame | None
+
+    def from_contents(
+        self, marked: DataFrame, contents: DataFrame
+    ) -> tuple[TwinGuard, tuple[int, int], bool]:
+        """The guard's verdicts on ``marked``, the objects and bytes content evidence ruled out, and
+        whether the trees were read: which objects may have a twin and the plan come from the HEAD
+        entries' ``contents`` (:func:`head_keys`); the trees are read only for the paths of the
+        needed entries of the sizes the plan checks, and not at all when it checks none."""
+        keys = head_keys(marked, contents, self.objects).localCheckpoint()
+        paired = exposed(marked, keys).localCheckpoint()
+        ruled_out = _ruled_out(marked, keys.select("size").distinct(), paired)
+        plan = plan_weighted(marked, needed_entries(marked, keys), paired)
+        if not plan.checked.take(1):
+            return self.decide(None, plan), ruled_out, False
+        return self.decide(self.checked_pairs(marked, plan.checked), plan), ruled_out, True
+
+    def checked_pairs(self, marked: DataFrame, checked: DataFrame) -> DataFrame:
+        """:func:`twin_pairs` of the ``checked`` sizes, their HEAD entries read from the trees now."""
+        from pyspark.sql import functions as F
+
+        tree = self.trees.tree(self.spark, list(self.heads), parallelism=self.parallelism).localCheckpoint()
+        entries = self.trees.entries(tree.select("id").distinct(), parallelism=self.parallelism)
+        sized = entries.join(F.broadcast(checked), "size", "left_semi")  # at most STAT_BUDGET sizes
+        needed = needed_entries(marked, entry_keys(sized, of_sizes(self.objects, checked)))
+        return twin_pairs(marked, needed, tree, checked)
+
+    def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
+        return _decide(self.spark, pairs, plan, self.heads, self.reader, self.lakefs, self.say)
+
+    def read_trees(self, marked: DataFrame) -> tuple[TwinGuard, tuple[int, int]]:
+        """The guard's verdicts on ``marked`` from the HEAD trees read now, and the objects and
+        bytes content evidence ruled out among them."""
+        spark, heads, parallelism = self.spark, self.heads, self.parallelism
+        # read once: the queries below use the tree three times, and Spark would read it again each time
+        tree = self.trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
+        sizes = marked.select("size").distinct()
+        entries = self.trees.entries(tree.select("id").distinct(), parallelism=parallelism)
+        sized = entries.join(sizes, "size", "left_semi")
+        # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
+        # them; every query below uses ``needed`` (few rows with evidence), some several times
+        keyed = entry_keys(sized, of_sizes(self.objects, sizes)).persist()
+        try:
+            needed = needed_entries(marked, keyed).localCheckpoint()
+            head_sizes = keyed.select("size").distinct().localCheckpoint()
+        finally:
+            keyed.unpersist()
+        # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
+        # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
+        paired = exposed(marked, needed).localCheckpoint()
+        plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
+        pairs = twin_pairs(marked, needed, tree, plan.checked)
+        return self.decide(pairs, plan), _ruled_out(marked, head_sizes, paired)
+
+
+def _ruled_out(marked: DataFrame, head_sizes: DataFrame, paired: DataFrame) -> tuple[int, int]:
+    """Objects and bytes of ``marked`` of a HEAD entry's size that have no twin pair: content
+    evidence ruled every such entry out."""
+    from pyspark.sql import functions as F
+
     ruled_out = marked.join(head_sizes, "size", "left_semi").join(paired, "address", "left_anti")
     row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
-    guard.counts["ruled_out"], guard.counts["ruled_out_bytes"] = int(row[0]), int(row[1] or 0)
-    if row[0]:
-        say(f"identity twins: {row[0]} objects ruled out by content evidence (their bytes' MD5)")
-    return guard
-
-
-def of_sizes(objects: DataFrame | None, sizes: DataFrame) -> DataFrame | None:
-    """The candidates whose MD5 a HEAD entry of one of ``sizes`` may be proven by: those of the
-    same sizes (an entry's own object has the entry's size; one that had not would only leave
-    the entry unproven, which never releases anything). Halves the lookup's join at scale."""
-    if objects is None or "size" not in objects.columns:
-        return objects
-    return objects.join(sizes, "size", "left_semi")
+    return int(row[0]), int(row[1] or 0)
 
 
 @dataclass(frozen=True)
@@ -168,13 +225,24 @@ def plan_sizes(
     quadratic; it is kept instead, and only it: its objects that have a twin pair at all
     (``paired``: their addresses, :func:`exposed`, if the caller has them already).
     """
-    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     weights = spark.createDataFrame(
         [(m, len(b)) for m, b in heads.items()], "metarange string, branches long"
     )
-    range_weight = tree.join(weights, "metarange").groupBy("id").agg(F.sum("branches").alias("weight"))
+    range_weight = tree.join(weights, "metarange").groupBy("id").agg(F.sum("branches").alias("heads"))
+    weighted = needed.join(range_weight, "id").select("size", "key", "heads")
+    return plan_weighted(marked, weighted, exposed(marked, needed) if paired is None else paired)
+
+
+def plan_weighted(marked: DataFrame, needed: DataFrame, paired: DataFrame) -> SizePlan:
+    """:func:`plan_sizes` from rows ``size, key, heads`` of the needed HEAD entries, each standing for
+    ``heads`` (branch, path) pairs (one per entry and branch whose HEAD holds it): the same plan,
+    whether the rows are the entries read from the trees or their contents as the classification
+    read them (:func:`lakefs_gc.spark.mark.head_contents.head_keys`)."""
+    from pyspark.sql import Window
+    from pyspark.sql import functions as F
+
     objects = marked.groupBy("size").agg(
         F.count("*").alias("objects"), F.sum(F.col("md5").isNull().cast("long")).alias("unknown")
     )
@@ -189,9 +257,9 @@ def plan_sizes(
         F.col("unknown") + F.coalesce(F.col("same"), F.lit(0))
     )
     per_size = (
-        needed.join(range_weight, "id").join(objects, "size").join(same, ["size", "key"], "left")
+        needed.join(objects, "size").join(same, ["size", "key"], "left")
         .groupBy("size")
-        .agg(F.sum("weight").alias("stats"), F.sum(F.col("weight") * matches).alias("pairs"))
+        .agg(F.sum("heads").alias("stats"), F.sum(F.col("heads") * matches).alias("pairs"))
     )  # fmt: skip
     order = Window.orderBy("stats", "size").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     planned = per_size.select(
@@ -201,7 +269,6 @@ def plan_sizes(
     ).localCheckpoint()  # fmt: skip
     checked = planned.where("checked").select("size")
     over = planned.where("not checked").select("size")
-    paired = exposed(marked, needed) if paired is None else paired
     unresolved = marked.join(over, "size", "left_semi").join(paired, "address", "left_semi")
     row = unresolved.agg(F.count("*"), F.sum("size"), F.countDistinct("size")).collect()[0]
     if not row[0]:
@@ -228,7 +295,7 @@ def twin_pairs(marked: DataFrame, needed: DataFrame, tree: DataFrame, checked: D
 
 def _decide(
     spark: SparkSession,
-    pairs: DataFrame,
+    pairs: DataFrame | None,
     plan: SizePlan,
     heads: Mapping[str, list[str]],
     reader: MetadataReader,
@@ -237,7 +304,7 @@ def _decide(
 ) -> TwinGuard:
     pair_list = [
         twins.TwinPair(r["address"], int(r["size"]), branch, r["path"])
-        for r in pairs.collect()  # within PAIR_BUDGET by the plan
+        for r in (pairs.collect() if pairs is not None else [])  # within PAIR_BUDGET by the plan
         for branch in heads[r["metarange"]]
     ]
     requests = twins.stat_requests(pair_list)
@@ -292,7 +359,7 @@ def namespace_relative(answer: twins.StatAnswer, reader: MetadataReader) -> twin
 
 def guard_twins_none() -> dict[str, Any]:
     """The counts of a guard that found nothing to check."""
-    return {"pairs": 0, "stats": 0, **_zero()}
+    return {"pairs": 0, "stats": 0, **_zero(), "head_trees_read": False}
 
 
 def _zero() -> dict[str, int]:
