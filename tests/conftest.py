@@ -3,8 +3,10 @@ session per test run."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -90,3 +92,26 @@ def _lakefs_gc_logger_restored() -> Iterator[None]:
     saved = (logger.handlers[:], logger.level, logger.propagate)
     yield
     logger.handlers[:], logger.level, logger.propagate = saved[0], saved[1], saved[2]
+
+
+#: py4j's callback server watches its sockets with ``select()``, which refuses a descriptor >= 1024:
+#: past it no ``foreachBatch`` call reaches Python and every streaming test left hangs until its
+#: timeout. A test that leaves the process this close to it fails at once, naming what is open.
+DESCRIPTOR_ALARM = 700
+
+
+@pytest.fixture(autouse=True)
+def _descriptors_stay_far_from_select_limit() -> Iterator[None]:
+    yield
+    if not os.path.isdir("/proc/self/fd"):
+        return
+    kinds: Counter[str] = Counter()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            target = os.readlink(f"/proc/self/fd/{fd}")  # socket:[n], pipe:[n], /tmp/x, ...
+            kinds[target.split("/")[1] if target.startswith("/") else target.split(":")[0]] += 1
+    if sum(kinds.values()) > DESCRIPTOR_ALARM:
+        pytest.fail(
+            f"the test process holds {sum(kinds.values())} descriptors ({dict(kinds.most_common(5))}); "
+            "a server, client or pipe is not closed, and from 1024 py4j stops calling foreachBatch"
+        )

@@ -98,7 +98,6 @@ def test_demo_leaves_the_suite_spark_session_running(recorded: Recorded, spark: 
 
 def test_kept_directory_holds_reports_and_can_be_served_again(recorded: Recorded) -> None:
     from lakefs_sdk.api.objects_api import ObjectsApi
-    from lakefs_sdk.api_client import ApiClient
 
     from lakefs_gc.testing.server import LakeFSTestServer
 
@@ -112,7 +111,7 @@ def test_kept_directory_holds_reports_and_can_be_served_again(recorded: Recorded
         LakeFSTestServer(
             storage_root=recorded.workdir / "storage", state_dir=recorded.workdir / "state"
         ) as server,
-        ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         staged = ObjectsApi(client).list_objects("demo", "ingest").results
         assert "incoming/batch-2.csv" in [o.path for o in staged]

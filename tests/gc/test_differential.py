@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import lakefs_sdk
 import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, event, example, given, settings
@@ -86,7 +85,7 @@ def env() -> Iterator[Env]:
         root = Path(tmp).resolve()
         with (
             LakeFSTestServer(storage_root=root, clock=clock, settings=SETTINGS) as server,
-            lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+            server.sdk_client() as client,
         ):
             yield Env(Shared(Lakefs(client), root, clock, itertools.count()), server)
 

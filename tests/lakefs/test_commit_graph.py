@@ -50,7 +50,7 @@ def env() -> Iterator[Env]:
         )
         retry = RetryPolicy(max_attempts=1, base_delay=0, max_delay=0, sleep=lambda _: None)
         with (
-            lakefs_sdk.ApiClient(server.sdk_configuration()) as sdk,
+            server.sdk_client() as sdk,
             LakeFSClient(connection, retry=retry) as client,
         ):
             yield Env(server, Lakefs(sdk), client)

@@ -20,7 +20,6 @@ from typing import Any
 
 import boto3
 import pytest
-from lakefs_sdk.api_client import ApiClient
 
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
@@ -71,7 +70,7 @@ def serve(
     root.mkdir()
     with (
         LakeFSTestServer(storage_root=root, settings=settings) as server,
-        ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield Served(server, Lakefs(client), storage_section(moto, azurite))
 

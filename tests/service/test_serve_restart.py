@@ -53,7 +53,6 @@ import boto3
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from lakefs_sdk.api_client import ApiClient
 from pyspark.sql import SparkSession
 
 from lakefs_gc.errors import ExitCode
@@ -512,7 +511,7 @@ def lakefs_server(tmp_path: Path, moto: MotoServer) -> Iterator[tuple[LakeFSTest
     root.mkdir()
     with (
         LakeFSTestServer(storage_root=root, settings=settings) as server,
-        ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield server, Lakefs(client)
 

@@ -34,9 +34,11 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
+
+from lakefs_gc.testing.http import ClosingHTTPServer
 
 API_VERSION = "2024-06-01"
 _SUBSCRIPTION_PATH = re.compile(
@@ -83,7 +85,7 @@ class FakeEventGridNamespace:
         self.dead_letters: list[dict[str, Any]] = []
         self.requests: list[str] = []  # "<operation> <topic>/<subscription>", for assertions
         self._changed = threading.Condition()
-        self._http: ThreadingHTTPServer | None = None
+        self._http: ClosingHTTPServer | None = None
 
     @property
     def endpoint(self) -> str:
@@ -93,8 +95,7 @@ class FakeEventGridNamespace:
         return f"http://{host!s}:{port}"
 
     def __enter__(self) -> FakeEventGridNamespace:
-        self._http = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
-        self._http.daemon_threads = True
+        self._http = ClosingHTTPServer(("127.0.0.1", 0), _handler(self))
         threading.Thread(target=self._http.serve_forever, name="fake-eventgrid", daemon=True).start()
         return self
 

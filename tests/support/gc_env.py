@@ -9,7 +9,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-import lakefs_sdk
 import pytest
 import yaml
 
@@ -70,7 +69,7 @@ def gc_env(
     settings = replace(server_settings or ServerSettings(), storage=options, blockstores=blockstores)
     with (
         LakeFSTestServer(storage_root=root, settings=settings) as server,
-        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield GcEnv(server, Lakefs(client), root, options, extra)
 

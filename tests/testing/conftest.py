@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import lakefs_sdk
 import pytest
 
 from lakefs_gc.testing.server import LakeFSTestServer
@@ -27,5 +26,5 @@ def server(storage_root: Path) -> Iterator[LakeFSTestServer]:
 
 @pytest.fixture
 def lakefs(server: LakeFSTestServer) -> Iterator[Lakefs]:
-    with lakefs_sdk.ApiClient(server.sdk_configuration()) as client:
+    with server.sdk_client() as client:
         yield Lakefs(client)

@@ -6,7 +6,6 @@ from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 
-import lakefs_sdk
 import pytest
 
 from lakefs_gc.storage.filesystems import StorageOptions
@@ -26,7 +25,7 @@ def cloud(
     settings = replace(ServerSettings(storage=options), blockstores=("local", "s3", "azure"))
     with (
         LakeFSTestServer(storage_root=tmp_path, settings=settings) as server,
-        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield Lakefs(client), options, tmp_path
 

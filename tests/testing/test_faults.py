@@ -16,7 +16,6 @@ from typing import Any
 import pytest
 import urllib3
 from lakefs_sdk.api.health_check_api import HealthCheckApi
-from lakefs_sdk.api_client import ApiClient
 from lakefs_sdk.exceptions import ApiException
 from lakefs_sdk.models.prepare_gc_uncommitted_request import PrepareGCUncommittedRequest
 
@@ -172,7 +171,7 @@ def test_stopping_the_server_answers_delayed_requests(storage_root: Path) -> Non
         statuses: list[int] = []
 
         def call() -> None:
-            with ApiClient(running.sdk_configuration()) as api:
+            with running.sdk_client() as api:
                 try:
                     HealthCheckApi(api).health_check()
                 except ApiException as e:

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-import lakefs_sdk
 import pytest
 
 from lakefs_gc.events.local import LocalEventWriter, parse_local_body
@@ -171,7 +170,7 @@ def local_server(tmp_path: Path) -> Iterator[tuple[LakeFSTestServer, Lakefs, Pat
     settings = ServerSettings(notifications=DirectoryNotifier(events))
     with (
         LakeFSTestServer(storage_root=tmp_path / "storage", settings=settings) as server,
-        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield server, Lakefs(client), events
 
@@ -275,7 +274,7 @@ def azure_server(
     )
     with (
         LakeFSTestServer(storage_root=tmp_path, settings=settings) as server,
-        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         yield server, Lakefs(client), queue
 

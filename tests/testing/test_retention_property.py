@@ -88,7 +88,7 @@ def serving_shared() -> Iterator[tuple[Shared, LakeFSTestServer]]:
         root = Path(tmp).resolve()
         with (
             LakeFSTestServer(storage_root=root, clock=clock) as server,
-            lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+            server.sdk_client() as client,
         ):
             yield Shared(Lakefs(client), root, clock, itertools.count()), server
 

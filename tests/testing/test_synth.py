@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import lakefs_sdk
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
@@ -61,7 +60,7 @@ def test_synthetic_repository_exports_match_its_manifest(tmp_path: Path) -> None
     assert all((root / "synth" / r["address"]).is_file() for r in rows)
     with (
         LakeFSTestServer(storage_root=root, state_dir=state) as server,
-        lakefs_sdk.ApiClient(server.sdk_configuration()) as client,
+        server.sdk_client() as client,
     ):
         lakefs = Lakefs(client)
         branches = lakefs.branches.list_branches("synth", show_hidden=True, amount=1000).results

@@ -37,6 +37,7 @@ from lakefs_gc import __version__
 from lakefs_gc.errors import LakeFSError
 from lakefs_gc.lakefs.answers import HTTP_NOT_FOUND, NO_RULES, no_rules, translate
 from lakefs_gc.lakefs.retry import RetryPolicy, http_status, is_retryable
+from lakefs_gc.lakefs.sdk import close_sdk_client
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.lakefs.uncommitted import UncommittedDump, UncommittedPage, collect_uncommitted_dump
 
@@ -163,7 +164,7 @@ class LakeFSClient:
         return self._timeout
 
     def close(self) -> None:
-        self._api.close()  # type: ignore[no-untyped-call]
+        close_sdk_client(self._api)
 
     def __enter__(self) -> LakeFSClient:
         return self

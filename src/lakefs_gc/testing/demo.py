@@ -68,10 +68,10 @@ def build_scenario(
 
     ``now`` is the story's present: commit dates and file times are set relative to it.
     """
-    from lakefs_sdk.api_client import ApiClient
+    from lakefs_gc.lakefs.sdk import sdk_client
 
     with (
-        ApiClient(configuration) as client,
+        sdk_client(configuration) as client,
         tempfile.TemporaryDirectory(dir=scratch) as tmp,
     ):
         builder = _Builder(client, storage_root / REPOSITORY, now, Path(tmp))

@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import base64
 import binascii
+import contextlib
 import hmac
 import json
 import logging
 import re
 import secrets
+import socket
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -183,8 +185,42 @@ class Credentials:
 PUBLIC_ROUTES = {"/healthcheck", "/setup_lakefs", "/config/version"}
 
 
-class ApiServer(ThreadingHTTPServer):
+class ClosingHTTPServer(ThreadingHTTPServer):
+    """A threading HTTP server whose :meth:`server_close` also ends the connections it serves.
+
+    Keep-alive connections outlive ``shutdown()``: each holds a handler thread reading its next
+    request, and a descriptor on both ends, for as long as the client keeps its pool. A process
+    that starts and stops servers by the hundred (the test suite) would run out of descriptors
+    below 1024, the only ones py4j's ``select()`` can watch.
+    """
+
     daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
+        self._open: set[socket.socket] = set()
+        self._open_lock = threading.Lock()
+        super().__init__(address, handler)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._open_lock:
+            self._open.add(request)
+        super().process_request(request, client_address)
+
+    def shutdown_request(self, request: Any) -> None:
+        with self._open_lock:
+            self._open.discard(request)
+        super().shutdown_request(request)
+
+    def server_close(self) -> None:
+        super().server_close()
+        with self._open_lock:
+            still_open = list(self._open)
+        for connection in still_open:
+            with contextlib.suppress(OSError):  # already closed by its client
+                connection.shutdown(socket.SHUT_RDWR)  # its handler reads EOF, ends, and closes it
+
+
+class ApiServer(ClosingHTTPServer):
     allow_reuse_address = True
 
     def __init__(

