@@ -94,11 +94,13 @@ def test_commits_keep_untouched_ranges_and_split_as_lakefs(tmp_path: Path, cache
         )
         model.update(changes)
         model = {k: v for k, v in model.items() if v is not None}
-        listed = list(iter_metarange(SSTableReader(str(tmp_path / "r/_lakefs" / tree.metarange_id))))
+        with SSTableReader(str(tmp_path / "r/_lakefs" / tree.metarange_id)) as metarange:
+            listed = list(iter_metarange(metarange))
         assert [r[1] for r in listed] == [r.id for r in tree.ranges]
         records: list[tuple[bytes, bytes]] = []
         for r in tree.ranges:
-            rows = list(SSTableReader(str(tmp_path / "r/_lakefs" / r.id)))
+            with SSTableReader(str(tmp_path / "r/_lakefs" / r.id)) as table:
+                rows = list(table)
             assert (rows[0][0], rows[-1][0], len(rows)) == (r.min_key, r.max_key, r.count)
             assert not any(split.splits_after(k) for k, _ in rows[:-1]), "a split key always ends its range"
             if r.id in before:

@@ -66,18 +66,21 @@ class _BytesSource:
 
 
 class _FileSource:
+    """A local file read with ``pread``. A file object, not a bare descriptor: a reader dropped
+    without ``close()`` still gives its descriptor back when it is collected."""
+
     def __init__(self, path: Path) -> None:
-        self._fd = os.open(path, os.O_RDONLY)
-        self._size = os.fstat(self._fd).st_size
+        self._file = open(path, "rb", buffering=0)  # noqa: SIM115 (closed by close() or collection)
+        self._size = os.fstat(self._file.fileno()).st_size
 
     def size(self) -> int:
         return self._size
 
     def read_at(self, nbytes: int, offset: int) -> bytes:
-        return os.pread(self._fd, nbytes, offset)
+        return os.pread(self._file.fileno(), nbytes, offset)
 
     def close(self) -> None:
-        os.close(self._fd)
+        self._file.close()
 
 
 Source = str | os.PathLike[str] | bytes | RandomAccessSource
