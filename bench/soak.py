@@ -55,6 +55,7 @@ from lakefs_gc.testing.serve_demo import demo_setting, fates  # noqa: E402
 
 SERIES = {
     "rss_mb": ("lakefs_gc_driver_rss_bytes", 1 / 2**20),
+    "descriptors": ("lakefs_gc_driver_open_descriptors", 1.0),  # 0 on a service without the gauge
     "heap_mb": ("lakefs_gc_jvm_heap_used_bytes", 1 / 2**20),
     "heap_gc_mb": ("lakefs_gc_jvm_heap_after_gc_bytes", 1 / 2**20),  # 0 on a service without the gauge
     "state_mb": ("lakefs_gc_state_bytes", 1 / 2**20),
@@ -470,10 +471,10 @@ def _deliver_inventory(setting: Any) -> None:
 
 
 TABLES = [f"st_{t}_mb" for t in STATE_TABLES]
-COLUMNS = ["t_s", "written", "rss_mb", "heap_mb", "heap_gc_mb", "state_mb", *TABLES,
+COLUMNS = ["t_s", "written", "rss_mb", "descriptors", "heap_mb", "heap_gc_mb", "state_mb", *TABLES,
            "event_rows", "dedupe_keys", "lag_s", "mark_s", "sweep_s"]  # fmt: skip
 TRENDS = ["rss_mb", "rss_brk_mb", "rss_arena_mb", "rss_anon_mb", "rss_file_mb", "heap_gc_mb", "heap_mb",
-          "state_mb", *TABLES, "event_rows", "dedupe_keys", "lag_s", "mark_s"]  # fmt: skip
+          "state_mb", *TABLES, "event_rows", "dedupe_keys", "lag_s", "mark_s", "descriptors"]  # fmt: skip
 
 
 def finite(rows: list[dict[str, Any]], key: str) -> tuple[list[float], list[float]]:
@@ -511,16 +512,17 @@ def report(samples: list[dict[str, Any]], verdict: dict[str, Any], args: Any) ->
 
 def markdown(samples: list[dict[str, Any]]) -> None:
     """Every 5 minutes (and the last sample) as a Markdown table, for bench/README.md."""
-    keys = ["t_s", "written", "rss_mb", "heap_gc_mb", "heap_mb", "state_mb", "st_events_mb",
+    keys = ["t_s", "written", "rss_mb", "descriptors", "heap_gc_mb", "heap_mb", "state_mb", "st_events_mb",
             "st_range_cache_mb", "event_rows", "dedupe_keys", "lag_s", "last_mark_s", "phase"]  # fmt: skip
     print("| " + " | ".join(keys) + " |")
     print("|" + "---:|" * len(keys))
+    counts = ("t_s", "written", "descriptors", "event_rows", "dedupe_keys")
     mark = -1
     for i, row in enumerate(samples):
         if row["t_s"] // 300 > mark or i == len(samples) - 1:
             mark = row["t_s"] // 300
             cells = [str(row.get(k, "")) if k == "phase"
-                     else f"{row.get(k, 0):,.0f}" if k in ("t_s", "written", "event_rows", "dedupe_keys")
+                     else f"{row.get(k, 0):,.0f}" if k in counts
                      else f"{row.get(k, 0):.1f}" for k in keys]  # fmt: skip
             print("| " + " | ".join(cells) + " |")
 

@@ -16,7 +16,13 @@ from pyspark.sql import SparkSession
 from lakefs_gc.events.model import sequencer_order
 from lakefs_gc.gc.reports import lakefs_exports
 from lakefs_gc.service.candidates import CandidateSets
-from lakefs_gc.service.maintenance import Maintenance, jvm_heap_after_gc, process_memory, state_sizes
+from lakefs_gc.service.maintenance import (
+    Maintenance,
+    jvm_heap_after_gc,
+    open_descriptors,
+    process_memory,
+    state_sizes,
+)
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import BatchRecord, CycleRecords, MarkRecord
 from lakefs_gc.service.settings import ServiceOptions
@@ -97,6 +103,7 @@ def test_a_cycle_compacts_caps_dead_letters_and_retires_old_reports(
     assert sizes["events"] > 0 and sizes["cycles"] > 0
     assert metrics.state_bytes.labels("events")._value.get() == sizes["events"]
     assert process_memory() > 10_000_000
+    assert 3 < open_descriptors() < 1024  # stdin, stdout, stderr and more; under py4j's limit
     spark.sparkContext._jvm.java.lang.System.gc()  # type: ignore[union-attr]
     assert 0 < jvm_heap_after_gc(spark)() < 2**32  # the heap left after that collection
     # not due again within compaction_interval (the clock has not moved)

@@ -35,7 +35,13 @@ from lakefs_gc.service.cycle import CyclePorts, GcCycle
 from lakefs_gc.service.http import StatusServer
 from lakefs_gc.service.layout import take_layout
 from lakefs_gc.service.lease import StateLease
-from lakefs_gc.service.maintenance import Maintenance, jvm_heap_after_gc, jvm_heap_used, process_memory
+from lakefs_gc.service.maintenance import (
+    Maintenance,
+    jvm_heap_after_gc,
+    jvm_heap_used,
+    open_descriptors,
+    process_memory,
+)
 from lakefs_gc.service.memory import release_free_memory
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
@@ -120,6 +126,7 @@ class GcService:
             tuple(self.repositories), self.metrics, clock=lambda: datetime.now(timezone.utc),
         )  # fmt: skip
         self.metrics.driver_rss.set_function(process_memory)
+        self.metrics.driver_descriptors.set_function(open_descriptors)
         self.metrics.jvm_heap_used.set_function(jvm_heap_used(self.spark))
         self.metrics.jvm_heap_after_gc.set_function(jvm_heap_after_gc(self.spark))
         for repo in self.repositories.values():

@@ -306,6 +306,18 @@ def process_memory() -> int:
         return 0
 
 
+def open_descriptors() -> int:
+    """How many file descriptors the driver process holds (0 where /proc is not there).
+
+    py4j's callback server watches its sockets with ``select()``, which refuses a descriptor >=
+    1024: a driver that leaks them stops receiving ``foreachBatch`` calls and its queries hang.
+    """
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return 0
+
+
 def jvm_heap_used(spark: SparkSession) -> Callable[[], float]:
     """A gauge function: the driver JVM's heap in use (NaN when the JVM cannot be asked)."""
 

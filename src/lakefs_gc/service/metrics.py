@@ -181,6 +181,11 @@ class Metrics:
         self.driver_rss = Gauge(
             "lakefs_gc_driver_rss_bytes", "Resident memory of the driver's Python process", registry=r
         )
+        self.driver_descriptors = Gauge(
+            "lakefs_gc_driver_open_descriptors",
+            "File descriptors the driver's Python process holds (py4j's callback server fails from 1024)",
+            registry=r,
+        )
         self.jvm_heap_used = Gauge(
             "lakefs_gc_jvm_heap_used_bytes", "Heap in use in the driver's JVM", registry=r
         )
