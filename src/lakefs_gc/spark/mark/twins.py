@@ -153,11 +153,16 @@ class _Guard:
         """:func:`twin_pairs` of the ``checked`` sizes, their HEAD entries read from the trees now."""
         from pyspark.sql import functions as F
 
-        tree = self.trees.tree(self.spark, list(self.heads), parallelism=self.parallelism).localCheckpoint()
-        entries = self.trees.entries(tree.select("id").distinct(), parallelism=self.parallelism)
+        tree, entries = self.read()
         sized = entries.join(F.broadcast(checked), "size", "left_semi")  # at most STAT_BUDGET sizes
         needed = needed_entries(marked, entry_keys(sized, of_sizes(self.objects, checked)))
         return twin_pairs(marked, needed, tree, checked)
+
+    def read(self) -> tuple[DataFrame, DataFrame]:
+        """``(tree, entries)`` of the HEAD trees; the tree read once, now (the queries use it
+        several times, and Spark would read it again each time), the entries lazily."""
+        tree = self.trees.tree(self.spark, list(self.heads), parallelism=self.parallelism).localCheckpoint()
+        return tree, self.trees.entries(tree.select("id").distinct(), parallelism=self.parallelism)
 
     def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
         return _decide(self.spark, pairs, plan, self.heads, self.reader, self.lakefs, self.say)
@@ -165,11 +170,8 @@ class _Guard:
     def read_trees(self, marked: DataFrame) -> tuple[TwinGuard, tuple[int, int]]:
         """The guard's verdicts on ``marked`` from the HEAD trees read now, and the objects and
         bytes content evidence ruled out among them."""
-        spark, heads, parallelism = self.spark, self.heads, self.parallelism
-        # read once: the queries below use the tree three times, and Spark would read it again each time
-        tree = self.trees.tree(spark, list(heads), parallelism=parallelism).localCheckpoint()
+        tree, entries = self.read()
         sizes = marked.select("size").distinct()
-        entries = self.trees.entries(tree.select("id").distinct(), parallelism=parallelism)
         sized = entries.join(sizes, "size", "left_semi")
         # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
         # them; every query below uses ``needed`` (few rows with evidence), some several times
@@ -182,7 +184,7 @@ class _Guard:
         # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
         # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
         paired = exposed(marked, needed).localCheckpoint()
-        plan = plan_sizes(spark, marked, needed, tree, heads, paired=paired)
+        plan = plan_sizes(self.spark, marked, needed, tree, self.heads, paired=paired)
         pairs = twin_pairs(marked, needed, tree, plan.checked)
         return self.decide(pairs, plan), _ruled_out(marked, head_sizes, paired)
 
