@@ -52,6 +52,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 from mark import (
@@ -59,6 +60,7 @@ from mark import (
     Spec,
     bench_mark,
     bench_sweep,
+    driver_memory,
     finish,
     gc_settings,
     moto,
@@ -251,11 +253,24 @@ def bench_cycles(
     cache = RangeCache.for_repository(args.workdir / "service-state" / shape.tag, REPOSITORY)
     say("cycles: first")
     first = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
+    first["memory"] = driver_memory()
+    first["correctness"] = _cycle_correctness(settings, first, repo)
+    say(f"cycles: first cycle's marked set vs the manifest's garbage: {first['correctness']}")
     added = add_commits(server.info, shape, args.new_fraction, int(repo.report.get("tables") or 1))
-    say("cycles: after the new commits")
+    say(f"cycles: after the new commits ({added})")
     second = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
+    second["memory"] = driver_memory()
+    # the new commits add objects under new paths only: the garbage is still the manifest's
+    second["correctness"] = _cycle_correctness(settings, second, repo)
+    say(f"cycles: second cycle's marked set vs the manifest's garbage: {second['correctness']}")
     ratio = round(second["seconds"] / first["seconds"], 3) if first["seconds"] else None
     return {"first": first, "added": added, "second": second, "ratio": ratio}
+
+
+def _cycle_correctness(settings: Any, cycle: dict[str, Any], repo: Synthesized) -> dict[str, Any]:
+    mark = cycle["mark"]
+    found = SimpleNamespace(mark_id=mark["mark_id"], storage_namespace=mark["storage_namespace"])
+    return compare_with_manifest(settings, found, repo)
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -288,6 +303,12 @@ def print_report(result: dict[str, Any]) -> None:
     if cycles:
         w(f"\ncycles: first {cycles['first']['seconds']:.1f} s, after {cycles['added']} "
           f"{cycles['second']['seconds']:.1f} s ({cycles['ratio']:.2f}x)\n")  # fmt: skip
+        for name in ("first", "second"):
+            marking = cycles[name]["mark"]
+            w(f"  {name}: memory {cycles[name].get('memory')}; range cache {marking.get('range_cache')}\n")
+            for phase in marking["phases"]:
+                w(f"  {phase['seconds']:>8.1f} s  {phase['phase']}\n")
+            w(f"  marked set = manifest garbage: {cycles[name].get('correctness')}\n")
     sweep = result.get("sweep")
     if sweep:
         loop, ours = sweep["loop"], sweep["sweep"]
@@ -298,9 +319,9 @@ def print_report(result: dict[str, Any]) -> None:
         if ours.get("deleting_seconds"):
             phase = ours["deleting_seconds"]
             w(f"  its deleting phase: {phase:.1f} s ({loop['seconds'] / phase:.1f}x the loop)\n")
-    total = sum(result.get(k, {}).get("seconds", 0.0) for k in ("mark",)) + (
-        sweep["sweep"]["seconds"] if sweep else 0.0
-    )
+    # the first cycle is the mark when there is no separate one (--no-mark)
+    marking = mark["seconds"] if mark else (cycles["first"]["seconds"] if cycles else 0.0)
+    total = marking + (sweep["sweep"]["seconds"] if sweep else 0.0)
     w(f"\nwhole GC (mark + sweep): {total:.1f} s = {total / 60:.1f} min\n")
 
 
@@ -318,6 +339,8 @@ def main() -> int:
     parser.add_argument("--s3-latency-ms", type=int, default=100, help="added to each DeleteObjects")
     parser.add_argument("--sweep-partitions", type=int)
     parser.add_argument("--no-floor", action="store_true", help="skip the decode + DuckDB floor")
+    parser.add_argument("--no-mark", action="store_true", help="with --cycles: no separate mark (the "
+                        "first cycle is the mark, with the range cache); implies --no-floor")  # fmt: skip
     parser.add_argument(
         "--no-trust-checksums", dest="trust_checksums", action="store_false",
         help="mark without --trust-checksums (the identity-twin guard pairs on size alone)",
@@ -327,6 +350,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-seed-scale"))
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     args = parser.parse_args()
+    if args.no_mark and not args.cycles:
+        parser.error("--no-mark needs --cycles (the first cycle is then the mark)")
     args.workdir = args.workdir.resolve()
     args.workdir.mkdir(parents=True, exist_ok=True)
     shape = Spec(*(max(1, round(getattr(args, name) * args.scale)) for name in BOTTOM_LINE))
@@ -345,9 +370,10 @@ def main() -> int:
             settings = with_inventory(
                 gc_settings(server.info, repo.storage), repo.inventory, trust_checksums=args.trust_checksums
             )
-            result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
-            say(f"mark: marked set vs the manifest's garbage: {result['mark']['correctness']}")
-            if not args.no_floor:
+            if not args.no_mark:
+                result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
+                say(f"mark: marked set vs the manifest's garbage: {result['mark']['correctness']}")
+            if not (args.no_floor or args.no_mark):
                 result["floor"] = bench_floor(settings, repo, result["mark"], args.workdir)
                 say(f"floor: DuckDB's garbage vs the manifest's: {result['floor']['correctness']}")
             if args.cycles:

@@ -636,7 +636,8 @@ def gc_cycle(
         )
     s = result.summary
     out: dict[str, Any] = {"mark": {
-        "mark_id": result.mark_id, "seconds": round(marking.seconds, 2),
+        "mark_id": result.mark_id, "storage_namespace": result.storage_namespace,
+        "seconds": round(marking.seconds, 2),
         "cpu": {k: round(v, 2) for k, v in marking.cpu.items()},
         "listed": s.get("num_listed_objects"), "marked": result.marked,
         "active_commits": s.get("num_active_commits"), "metaranges": s.get("num_metaranges"),

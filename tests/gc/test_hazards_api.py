@@ -182,6 +182,39 @@ def test_run_keeps_the_fork_point_in_both_orders(env: Env, spark: Any) -> None:
     assert outcomes[True][1:] == ([forks[True].p], 1), outcomes
 
 
+def test_the_service_marks_keep_the_fork_point_through_the_range_cache(
+    env: Env, spark: Any, tmp_path: Path
+) -> None:
+    """The service's marks (with a range cache) read the metaranges only the cross-check keeps
+    in the same cache update as the others, and still keep p's object under its own reason,
+    in the first mark and in the next one, which reads every range from the cache."""
+    from lakefs_gc.settings import GcSettings
+    from lakefs_gc.spark.mark.range_cache import RangeCache
+    from tests.support.jobs import mark
+
+    fork = build_fork(env, a_first=True)  # lakeFS's export expires p; the documented rule keeps it
+    age_every_file(env.shared.storage_root / fork.repo)
+    info = env.server.connection_info()
+    settings = GcSettings.model_validate({
+        "lakefs": {k: info[k] for k in ("endpoint", "access_key_id", "secret_access_key")},
+        "storage": {"local_root": str(env.shared.storage_root)},
+        "gc": {"unsafe_min_age": "1h"}, "spark": {"parallelism": 2},
+    })  # fmt: skip
+    cache = RangeCache.for_repository(tmp_path, fork.repo)
+    for cycle in ("first", "next"):
+        result = mark(spark, settings, fork.repo, range_cache=cache)
+        summary = result.summary
+        cross_check = summary["retention_cross_check"]
+        assert (cross_check["kept_beyond_lakefs"], cross_check["objects"]) == ([fork.p], 1), cycle
+        report = env.shared.storage_root / fork.repo / "_lakefs/retention/gc/unified" / result.mark_id
+        marked = {
+            a for f in (report / "deleted").glob("*.parquet") for a in pq.read_table(f)["address"].to_pylist()
+        }
+        assert fork.p_key not in marked, cycle
+        assert summary["num_ranges"] >= 1
+    assert summary["range_cache"]["ranges_read"] == 0  # the next mark read every range from the cache
+
+
 # -- identity twins: what the API answers ----------------------------------------------------------------
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -205,13 +205,10 @@ class _MarkRun:
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
         self.stats.update(num_metaranges=len(metaranges))
         heads = heads_to_read(checked.graph, metaranges) if self.params.trust_checksums else None
-        read = self._committed(metaranges, heads=heads)
-        range_ids, committed, retained = read.range_ids, read.addresses, None
-        if checked.extra_metaranges:  # what only the cross-check keeps, told apart for the summary
-            # not cached: a second update would delete parts the first one's lazy frames still read
-            extra = self._committed(list(checked.extra_metaranges), cached=False)
-            range_ids, retained = range_ids.union(extra.range_ids).distinct(), extra.addresses
-            metaranges = sorted({*metaranges, *checked.extra_metaranges})
+        # what only the cross-check keeps is told apart (``retained``) for the summary
+        read = self._committed(metaranges, heads=heads, retained=list(checked.extra_metaranges))
+        range_ids, committed, retained = read.range_ids, read.addresses, read.retained
+        metaranges = sorted({*metaranges, *checked.extra_metaranges})
         range_ids = self._persist(range_ids)
         self.say(
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
@@ -287,25 +284,31 @@ class _MarkRun:
         return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
 
     def _committed(
-        self, metaranges: list[str], *, cached: bool = True, heads: dict[str, int] | None = None
+        self, metaranges: list[str], *, heads: dict[str, int] | None = None, retained: list[str]
     ) -> Committed:
-        """Range ids and addresses of the metaranges, through the range cache when there is one
-        and ``cached`` (at most once per mark: each update cleans what the newest record omits);
-        without the cache, also read with the contents of the ``heads`` metaranges' entries."""
+        """Range ids (of both lists) and addresses of the metaranges, and apart the addresses
+        of the ``retained`` ones (None: none); through the range cache when there is one (one
+        update per mark: each update cleans what the newest record omits), else read from
+        lakeFS, also with the contents of the ``heads`` metaranges' entries."""
         refs, repo = self.refs, self.repo
-        if self.range_cache is None or not cached:
-            return committed_frames(
+        if self.range_cache is None:
+            read = committed_frames(
                 self.spark, connection=refs.connection, repository=repo.id,
                 storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
                 metarange_ids=metaranges, parallelism=self.parallelism, heads=heads,
             )  # fmt: skip
-        range_ids, addresses, stats = committed_frames_cached(
+            if not retained:
+                return read
+            extra = self._committed(retained, retained=[])
+            ids = read.range_ids.union(extra.range_ids).distinct()
+            return replace(read, range_ids=ids, retained=extra.addresses)
+        cached = committed_frames_cached(
             self.spark, self.range_cache, connection=refs.connection, repository=repo.id,
             storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
-            metarange_ids=metaranges, parallelism=self.parallelism,
+            metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained,
         )  # fmt: skip
-        self.stats["range_cache"] = stats
-        return Committed(range_ids, addresses)
+        self.stats["range_cache"] = cached.stats
+        return Committed(cached.range_ids, cached.addresses, retained=cached.retained)
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)

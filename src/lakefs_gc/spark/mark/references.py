@@ -111,6 +111,9 @@ class Committed:
     #: :data:`REFERENCES_SCHEMA`: the same addresses, read with the HEAD entries' contents
     #: (:mod:`lakefs_gc.spark.mark.head_contents`); None: not asked for
     with_heads: DataFrame | None = None
+    #: ``ADDRESS_SCHEMA``: the addresses of the metaranges only the retention cross-check keeps
+    #: (their range ids are in ``range_ids``); None: there are none
+    retained: DataFrame | None = None
 
 
 def range_ids_frame(

@@ -56,7 +56,7 @@ import json
 import logging
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -208,18 +208,24 @@ def committed_frames_cached(
     options: StorageOptions,
     metarange_ids: Sequence[str],
     parallelism: int,
-) -> tuple[DataFrame, DataFrame, dict[str, int]]:
-    """:func:`lakefs_gc.spark.mark.references.committed_frames` through ``cache``, plus its stats.
+    retained_ids: Sequence[str] = (),
+) -> CachedCommitted:
+    """:func:`lakefs_gc.spark.mark.references.committed_frames` through ``cache``, plus its stats;
+    ``retained_ids``: metaranges whose addresses are returned apart (``retained``: those of
+    their ranges that ``metarange_ids`` lack), the ones only the retention cross-check keeps.
 
     Two jobs run here: one reads the new metaranges into the cache, one reads the new ranges
     into it; the new generation's record is then written. The returned frames read only the
-    cache (lazily: its parts stay until the next cycle opens the cache).
+    cache (lazily: its parts stay until the next cycle opens the cache), so both lists go
+    through this one update: a second would clean parts the first one's frames still read.
     """
     reader = MetadataReader(connection, repository, storage_namespace, namespace, options)
     current = cache.open(repository, storage_namespace)
-    needed = list(dict.fromkeys(metarange_ids))
+    main = list(dict.fromkeys(metarange_ids))
+    needed = list(dict.fromkeys([*main, *retained_ids]))
     metaranges, stats = _update_metaranges(spark, cache, reader, current, needed, parallelism)
     range_ids = _range_ids(spark, cache, metaranges, needed, parallelism)
+    main_ids = _range_ids(spark, cache, metaranges, main, parallelism) if len(needed) > len(main) else None
     bucketed = _bucketed(range_ids, current.buckets, parallelism)
     ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
     stats.update(range_stats)
@@ -230,10 +236,22 @@ def committed_frames_cached(
         generation = current
     stats["generation"] = generation.number
     _log.info("%s: range cache %s: %s", repository, cache.root, stats)
-    addresses = bucketed.mapInArrow(
-        on_executor(_RangeLookup(cache.store(), generation.ranges)), ADDRESS_SCHEMA
-    )
-    return range_ids, addresses, stats
+    lookup = on_executor(_RangeLookup(cache.store(), generation.ranges))
+    if main_ids is None:
+        return CachedCommitted(range_ids, bucketed.mapInArrow(lookup, ADDRESS_SCHEMA), None, stats)
+    addresses = _bucketed(main_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
+    only_retained = _bucketed(range_ids.subtract(main_ids), current.buckets, parallelism)
+    return CachedCommitted(range_ids, addresses, only_retained.mapInArrow(lookup, ADDRESS_SCHEMA), stats)
+
+
+@dataclass(frozen=True)
+class CachedCommitted:
+    """What :func:`committed_frames_cached` returns: lazy frames over the cache, and its stats."""
+
+    range_ids: DataFrame  # ``id``: the ranges of every metarange asked for
+    addresses: DataFrame  # ``ADDRESS_SCHEMA``: those of ``metarange_ids``' ranges
+    retained: DataFrame | None  # those of the ranges only ``retained_ids`` hold; None: none asked for
+    stats: dict[str, int]
 
 
 def _buckets(generation: Generation) -> dict[int, tuple[str, ...]]:
