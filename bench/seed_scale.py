@@ -21,8 +21,11 @@ objects, 1M garbage, "collected in about 3 hours on a cluster". This run, on loc
    referenced addresses). Reported: the decode, the DuckDB classification, their sum beside our
    mark, and whether DuckDB's garbage equals the manifest's.
 4. **service cycles** (``--cycles``): the mark with a range cache as the service runs it, first
-   on the repository as synthesized, then after ``--new-fraction`` more commits and objects
-   (uploaded and committed through the lakeFS API).
+   on the repository as synthesized (the cache emptied), then after ``--new-fraction`` more
+   commits and objects (uploaded and committed through the lakeFS API; they stay in the
+   synthesized state, so a later run marks a repository that much larger, with the same
+   garbage). Each cycle's marked set is compared with the manifest's garbage. ``--no-mark``: no
+   separate mark before them (the first cycle is then the mark).
 5. **sweep** (``--sweep-objects``, default: the garbage count): that many objects deleted from a
    moto S3 server that adds ``--s3-latency-ms`` (default 100) to each ``DeleteObjects``: by a
    single-threaded loop of 1,000-key requests and by the sweep job (bench/mark.py's sweep
@@ -251,6 +254,7 @@ def bench_cycles(
     servers = {"lakeFS test server": server.proc.pid}
     commits = CommitCache()  # the service keeps one for its life
     cache = RangeCache.for_repository(args.workdir / "service-state" / shape.tag, REPOSITORY)
+    cache.drop()  # the first cycle is a service's first: nothing cached by an earlier run
     say("cycles: first")
     first = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
     first["memory"] = driver_memory()
