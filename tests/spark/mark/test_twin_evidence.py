@@ -189,6 +189,19 @@ def build(env: GcEnv) -> tuple[str, str, str]:
     return tuple(a[a.index("/data/") + 1 :] for a in (committed, twin, garbage))  # type: ignore[return-value]
 
 
+def build_without_twin(env: GcEnv) -> str:
+    """:func:`build` without the twin: ``main`` commits ``a``, ``dev`` resets an upload of other
+    bytes of the same size. Returns the garbage's physical address."""
+    env.lakefs.create_repo(REPO, f"local://{REPO}")
+    env.lakefs.set_rules(REPO, 7)
+    env.lakefs.upload(REPO, "main", "a", CONTENTS[0])
+    env.lakefs.commit(REPO, "main", "a")
+    env.lakefs.branch(REPO, "dev", "main")
+    garbage = env.lakefs.upload(REPO, "dev", "b", CONTENTS[1]).physical_address
+    env.lakefs.reset(REPO, "dev")
+    return garbage
+
+
 def inventory_rows(env: GcEnv, encryption: str | None) -> pa.Table:
     """S3 inventory rows of the namespace with each object's MD5 as its ETag, as S3 lists a
     single-part object, and ``encryption`` as every row's EncryptionStatus (None: the field not
@@ -260,13 +273,7 @@ def test_garbage_content_evidence_rules_out_needs_no_second_reading(
     """Without a twin, the proofs release the reset upload from what the classification read of the
     HEAD ranges: no HEAD tree is read again, no stat is made. Without proofs the trees are read and
     the stats release it."""
-    env.lakefs.create_repo(REPO, f"local://{REPO}")
-    env.lakefs.set_rules(REPO, 7)
-    env.lakefs.upload(REPO, "main", "a", CONTENTS[0])
-    env.lakefs.commit(REPO, "main", "a")
-    env.lakefs.branch(REPO, "dev", "main")
-    garbage = env.lakefs.upload(REPO, "dev", "b", CONTENTS[1]).physical_address
-    env.lakefs.reset(REPO, "dev")
+    garbage = build_without_twin(env)
     destination = tmp_path / "inventory"
     deliver(env, destination, encryption)
     summary = mark(env, capsys, destination, *(["--trust-checksums"] if trusted else []))["summary"]
@@ -279,11 +286,16 @@ def test_garbage_content_evidence_rules_out_needs_no_second_reading(
     assert (env.storage_root / REPO / garbage[garbage.index("/data/") + 1 :]).exists(), "marks delete nothing"
 
 
-def test_the_service_cycle_carries_the_evidence(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("twin", [True, False])
+def test_the_service_cycle_carries_the_evidence(
+    spark: SparkSession, env: GcEnv, tmp_path: Path, twin: bool
+) -> None:
     """The service's path: candidates from an ingested snapshot's rows (the candidate table's, with
     each row's ETag and EncryptionStatus) plus events, HEAD entries through the range cache. Both
-    cycles rule the reset upload out by content; the second reads the HEAD entries from the cache."""
-    build(env)
+    cycles rule the reset upload out by content; the second reads the HEAD entries from the cache.
+    The guard plans from the cached entries' contents, as the batch mark from its reading: without
+    a twin it reads no HEAD tree's paths and makes no stat."""
+    build(env) if twin else build_without_twin(env)
     taken = datetime.now(timezone.utc) - timedelta(minutes=1)
     routes = [NamespaceRoute.of(REPO, namespace_of(env))]
     rows = route_rows(inventory_rows(env, "SSE-S3"), routes, delivery_id="d-1", snapshot_time=taken)
@@ -309,5 +321,7 @@ def test_the_service_cycle_carries_the_evidence(spark: SparkSession, env: GcEnv,
         summary = jobs_mark(spark, settings, REPO, range_cache=cache, source=source()).summary
         found = summary["identity_twins"]
         assert summary["num_deleted_objects"] == 1, cycle  # the reset upload, and only it
-        assert (found["live"], found["ruled_out"], found["stats"], found["released"]) == (1, 1, 2, 0), found
+        expected = (1, 1, 2, 0, True) if twin else (0, 1, 0, 0, False)
+        got = tuple(found[k] for k in ("live", "ruled_out", "stats", "released", "head_trees_read"))
+        assert got == expected, found
         assert summary["range_cache"]["head_ranges_read"] == (cycle == 1), summary["range_cache"]

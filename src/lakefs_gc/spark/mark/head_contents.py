@@ -11,7 +11,9 @@ no path), and that reading is kept (persisted) for the guard. Its first question
 objects have a possible twin at all, and how many stats each size would cost, is answered from it
 (:func:`head_keys`: each entry's contents carry the number of branch HEADs that hold it); the
 trees are read again only for the sizes it then resolves by stats (their entries' paths), and
-not at all when it resolves none.
+not at all when it resolves none. The service's marks, which keep the ranges in a cache rather
+than read them, take the same contents from the cache's HEAD entries
+(:meth:`lakefs_gc.spark.mark.range_cache.heads.CachedHeadTrees.contents`).
 """
 
 from __future__ import annotations
@@ -59,7 +61,9 @@ def head_keys(marked: DataFrame, contents: DataFrame, objects: DataFrame | None)
     :func:`~lakefs_gc.spark.mark.twins.plan_weighted`)."""
     from pyspark.sql import functions as F
 
-    sizes = marked.select("size").distinct()
+    # broadcast: a filter on the HEAD entries (177.6M at the bottom line through the range
+    # cache) rather than a shuffle of them all; the sizes are at most the marked objects'
+    sizes = F.broadcast(marked.select("size").distinct())
     sized = contents.join(sizes, "size", "left_semi")
     keyed = entry_keys(sized, of_sizes(objects, sizes), columns=("size", "heads"))
     return keyed.groupBy("size", "key").agg(F.sum("heads").alias("heads"))

@@ -218,8 +218,9 @@ class _MarkRun:
             self.spark, parallelism=self.parallelism, say=lambda m: self.say(f"{self.repo.id}: {m}")
         )
         self.stats.update(found.stats)
+        evidence = CONTENT_MD5 in found.objects.columns
         contents = None  # with content evidence, the HEAD ranges are read once for the guard too
-        if read.with_heads is not None and CONTENT_MD5 in found.objects.columns:
+        if read.with_heads is not None and evidence:
             committed, contents = split_references(self._persist(read.with_heads))
         classified = self._persist(
             classify(
@@ -227,7 +228,7 @@ class _MarkRun:
                 retained=retained,
             )
         )  # fmt: skip
-        classified = self._guard_twins(classified, checked, contents)
+        classified = self._guard_twins(classified, checked, contents, heads if evidence else None)
         counts, first_slice = self._count_reasons(classified)
         self.stats["retention_cross_check"] = {
             **checked.check.summary(),
@@ -260,10 +261,18 @@ class _MarkRun:
         return checked
 
     def _guard_twins(
-        self, classified: DataFrame, checked: CheckedCommits, contents: DataFrame | None
+        self,
+        classified: DataFrame,
+        checked: CheckedCommits,
+        contents: DataFrame | None,
+        heads: dict[str, int] | None,
     ) -> DataFrame:
         """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`);
-        ``contents``: the HEAD entries' contents as the classification read them (:mod:`.head_contents`)."""
+        ``contents``: the HEAD entries' contents as the classification read them (:mod:`.head_contents`).
+        With a range cache and content evidence (``heads``: the HEAD metaranges, each with its
+        branches), they are taken from the cache's entries level instead, each entry weighted by
+        the branches whose HEAD holds its range: the guard then plans from them as the batch
+        mark's does, and never joins every HEAD entry with the marked objects."""
         marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
@@ -273,6 +282,8 @@ class _MarkRun:
         trees = None
         if cache is not None:  # the HEAD trees through the cache the mark has just updated
             trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
+            if contents is None and heads:
+                contents = trees.contents(self.spark, heads, parallelism=self.parallelism)
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,

@@ -7,9 +7,9 @@ no export while its branch serves it. Here, after the classification:
 1. the HEAD trees of every branch (hidden ones included, from the cross-check's commit graph) are
    read on the executors, each distinct range once, as ``(range, path, size)`` with each entry's
    address and recorded checksum (from lakeFS, or from the service's range cache when the mark has
-   one: :class:`HeadTrees`). With content evidence and no range cache, the classification has read
-   them already, without paths (:mod:`.head_contents`): steps 2 and 3 are taken from that reading,
-   and the trees are read here only for the paths of the sizes step 3 checks;
+   one: :class:`HeadTrees`). With content evidence, the classification has read them already,
+   without paths (:mod:`.head_contents`), or the range cache holds them: steps 2 and 3 are taken
+   from those contents, and the trees are read here only for the paths of the sizes step 3 checks;
 2. content evidence (:mod:`.twin_evidence`) leaves out the pairs whose two objects' bytes are
    proven different (an S3 inventory's MD5 ETags; docs/formats/lakefs-export-hazards.md, "Ruling
    twins out by content"): only the *needed* HEAD entries remain, all of them without proofs;

@@ -224,8 +224,10 @@ def committed_frames_cached(
     main = list(dict.fromkeys(metarange_ids))
     needed = list(dict.fromkeys([*main, *retained_ids]))
     metaranges, stats = _update_metaranges(spark, cache, reader, current, needed, parallelism)
-    range_ids = _range_ids(spark, cache, metaranges, needed, parallelism)
-    main_ids = _range_ids(spark, cache, metaranges, main, parallelism) if len(needed) > len(main) else None
+    # read once: the update below and every frame returned take their range ids from it
+    ids = _range_ids(spark, cache, metaranges, needed, parallelism, only=set(needed) - set(main))
+    ids = ids.localCheckpoint()
+    range_ids = ids.select("id")
     bucketed = _bucketed(range_ids, current.buckets, parallelism)
     ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
     stats.update(range_stats)
@@ -237,11 +239,12 @@ def committed_frames_cached(
     stats["generation"] = generation.number
     _log.info("%s: range cache %s: %s", repository, cache.root, stats)
     lookup = on_executor(_RangeLookup(cache.store(), generation.ranges))
-    if main_ids is None:
+    if len(needed) == len(main):
         return CachedCommitted(range_ids, bucketed.mapInArrow(lookup, ADDRESS_SCHEMA), None, stats)
+    main_ids, only_ids = ids.where("main").select("id"), ids.where("not main").select("id")
     addresses = _bucketed(main_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
-    only_retained = _bucketed(range_ids.subtract(main_ids), current.buckets, parallelism)
-    return CachedCommitted(range_ids, addresses, only_retained.mapInArrow(lookup, ADDRESS_SCHEMA), stats)
+    only_retained = _bucketed(only_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
+    return CachedCommitted(range_ids, addresses, only_retained, stats)
 
 
 @dataclass(frozen=True)
@@ -298,9 +301,19 @@ def _update_metaranges(
 
 
 def _range_ids(
-    spark: SparkSession, cache: RangeCache, parts: tuple[Part, ...], needed: list[str], parallelism: int
+    spark: SparkSession,
+    cache: RangeCache,
+    parts: tuple[Part, ...],
+    needed: list[str],
+    parallelism: int,
+    *,
+    only: set[str],
 ) -> DataFrame:
-    """The distinct range ids (column ``id``) of ``needed``, read from the cache parts."""
+    """The distinct range ids (``id``) of ``needed``, read from the cache parts, each with
+    ``main``: whether a metarange outside ``only`` lists it (``only``: the retained metaranges,
+    whose other ranges are told apart)."""
+    from pyspark.sql import functions as F
+
     where = {m: p.file for p in reversed(parts) for m in p.ids}
     missing = [m for m in needed if m not in where]
     if missing:  # the metarange job wrote them all, or failed
@@ -310,8 +323,10 @@ def _range_ids(
         by_file[where[m]].append(m)
     tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
     tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
-    lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts})
-    return tasks.mapInArrow(on_executor(lookup), "id string").distinct()
+    lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts}, True)
+    pairs = tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
+    main = ~F.col("metarange").isin(sorted(only)) if only else F.lit(True)
+    return pairs.groupBy("id").agg(F.max(main).alias("main"))
 
 
 def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:

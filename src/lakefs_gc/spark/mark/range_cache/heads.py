@@ -11,6 +11,9 @@ metarange level, which the mark has just brought up to date (a HEAD tree outside
 metaranges is read from lakeFS, as without a cache). So a cycle reads from lakeFS only the HEAD
 ranges its new commits brought, and the guard of a cycle with nothing new reads nothing. (A HEAD
 range is read twice the first time: once for the mark's addresses, once for its entries.)
+With content evidence the guard plans from the entries' contents, each weighted by the branches
+whose HEAD holds its range (:meth:`CachedHeadTrees.contents`), as the batch mark's guard plans
+from the classification's reading (:mod:`lakefs_gc.spark.mark.head_contents`).
 
 The level is recorded in the generation the mark has just written: its record is written again,
 whole, listing the new entries parts too (parts a killed guard wrote stay unlisted and are
@@ -24,6 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +49,8 @@ class CachedHeadTrees:
 
     cache: RangeCache
     reader: MetadataReader
-    #: what the guard's reads did: ``head_metaranges_cached`` and the entries level's counts
+    #: what the guard's reads did: ``head_metaranges_cached`` and the entries level's counts,
+    #: summed over its readings (one for the contents, one more for paths when it makes stats)
     stats: dict[str, Any]
 
     def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
@@ -69,7 +74,8 @@ class CachedHeadTrees:
         current = self.cache.open(self.reader.repository, self.reader.storage_namespace)
         bucketed = _bucketed(range_ids, current.buckets, parallelism).localCheckpoint()
         entries, counts = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
-        self.stats.update({f"head_{k}": v for k, v in counts.items()})
+        for key, value in counts.items():
+            self.stats[f"head_{key}"] = self.stats.get(f"head_{key}", 0) + value
         generation = current
         if dict(entries) != dict(current.entries):  # the newest record again, whole, with them
             generation = replace(current, entries=entries)
@@ -77,3 +83,20 @@ class CachedHeadTrees:
         _log.info("%s: range cache %s, HEAD entries: %s", self.reader.repository, self.cache.root, counts)
         lookup = _EntryLookup(self.cache.store(), generation.entries)
         return bucketed.mapInArrow(on_executor(lookup), HEAD_ENTRIES)
+
+    def contents(self, spark: SparkSession, heads: Mapping[str, int], *, parallelism: int) -> DataFrame:
+        """``address, size, checksum, heads`` of every entry of the ``heads`` metaranges' ranges
+        (each HEAD metarange with the number of branches whose HEAD it is), from the entries
+        level (:meth:`entries`): the guard's ``contents``
+        (:func:`lakefs_gc.spark.mark.head_contents.split_references`), so that it plans from them
+        (:func:`~lakefs_gc.spark.mark.head_contents.head_keys`) as from the batch mark's reading.
+        Each entry counts the (branch, path) pairs that hold it: the branches whose HEAD
+        metaranges list its range."""
+        from pyspark.sql import functions as F
+
+        weights = spark.createDataFrame(sorted(heads.items()), "metarange string, branches long")
+        tree = self.tree(spark, list(heads), parallelism=parallelism)
+        weighted = tree.join(F.broadcast(weights), "metarange").groupBy("id")
+        ranges = weighted.agg(F.sum("branches").alias("heads")).localCheckpoint()  # a row per HEAD range
+        entries = self.entries(ranges.select("id"), parallelism=parallelism)
+        return entries.join(F.broadcast(ranges), "id").select("address", "size", "checksum", "heads")
