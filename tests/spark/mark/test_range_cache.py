@@ -53,20 +53,22 @@ def grow(env: GcEnv, branch: str, tag: str, files: int) -> None:
     env.lakefs.commit(REPO, branch, f"add {tag}")
 
 
-def settings(env: GcEnv) -> GcSettings:
+def settings(env: GcEnv, *, trust: bool = False) -> GcSettings:
     info = env.server.connection_info()
     return GcSettings.model_validate(
         {
             "lakefs": {k: info[k] for k in ("endpoint", "access_key_id", "secret_access_key")},
             "storage": {"local_root": str(env.storage_root)},
-            "gc": {"unsafe_min_age": "0s"},
+            "gc": {"unsafe_min_age": "0s", "trust_checksums": trust},
             "spark": {"parallelism": 2},
         }
     )
 
 
-def mark(spark: SparkSession, env: GcEnv, cache: RangeCache | None) -> tuple[MarkResult, set[str]]:
-    s = settings(env)
+def mark(
+    spark: SparkSession, env: GcEnv, cache: RangeCache | None, *, trust: bool = False
+) -> tuple[MarkResult, set[str]]:
+    s = settings(env, trust=trust)
     result = jobs_mark(spark, s, REPO, range_cache=cache)
     assert result.success
     marked = jobs.report_table(s, result.storage_namespace, result.mark_id, "deleted")
@@ -152,6 +154,36 @@ def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp
 
     _, uncached = mark(spark, env, None)
     assert cached == uncached
+
+
+def test_trusting_checksums_each_new_head_range_is_read_once(
+    spark: SparkSession, env: GcEnv, tmp_path: Path
+) -> None:
+    """A mark that trusts checksums reads a new range of a HEAD tree once, with its entries, and
+    writes both levels from that reading: the guard then finds every HEAD range in the entries
+    level. The marked sets are still an uncached mark's."""
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, range_calls = counting(env)
+    first, cached = mark(spark, env, cache, trust=True)
+    ranges = recorded(env, first, "ranges", "range_id")
+    heads = head_ranges(env, cache)
+    stats = first.summary["range_cache"]
+    assert stats["ranges_read"] == len(ranges) and stats["head_ranges_read"] == len(heads) > 0
+    assert env.server.faults.hits(range_calls) == len(ranges)  # not len(ranges) + len(heads)
+    record = json.loads((cache.root / "_gen/00000001.json").read_text())
+    assert sum(p["ranges"] for ps in record["head_entries"].values() for p in ps) == len(heads)
+    assert cached == mark(spark, env, None, trust=True)[1] and cached
+
+    grow(env, "wide", "w3", 2)
+    env.server.faults.clear()
+    _, range_calls = counting(env)
+    second, cached = mark(spark, env, cache, trust=True)
+    new_ranges = recorded(env, second, "ranges", "range_id") - ranges
+    stats = second.summary["range_cache"]
+    assert 0 < stats["head_ranges_read"] == len(head_ranges(env, cache) - heads) <= len(new_ranges)
+    assert env.server.faults.hits(range_calls) == stats["ranges_read"] == len(new_ranges)
+    env.server.faults.clear()
+    assert cached == mark(spark, env, None, trust=True)[1]
 
 
 def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:

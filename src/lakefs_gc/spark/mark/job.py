@@ -316,7 +316,7 @@ class _MarkRun:
         cached = committed_frames_cached(
             self.spark, self.range_cache, connection=refs.connection, repository=repo.id,
             storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
-            metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained,
+            metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained, heads=heads or (),
         )  # fmt: skip
         self.stats["range_cache"] = cached.stats
         return Committed(cached.range_ids, cached.addresses, retained=cached.retained)

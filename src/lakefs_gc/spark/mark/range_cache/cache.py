@@ -14,7 +14,8 @@ Layout, in a directory the service owns (``<state>/range-cache/<repository>/``) 
     metaranges/part-<gen>-<uuid>.parquet           metarange_id, range_id  (null range: empty metarange)
     ranges/part-<gen>-b<bucket>-<uuid>.parquet     range_id, address       (null address: empty range)
     entries/part-<gen>-b<bucket>-<uuid>.parquet    range_id, path, size, address, checksum
-                                                   (HEAD ranges only: :mod:`.heads`)
+                                                   (HEAD ranges only, :mod:`.heads`: written
+                                                   with the addresses or by the guard)
     _gen/<gen:08d>.json                            the generation record: every part in use
 
 A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the
@@ -55,7 +56,7 @@ from __future__ import annotations
 import json
 import logging
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -209,10 +210,13 @@ def committed_frames_cached(
     metarange_ids: Sequence[str],
     parallelism: int,
     retained_ids: Sequence[str] = (),
+    heads: Collection[str] = (),
 ) -> CachedCommitted:
     """:func:`lakefs_gc.spark.mark.references.committed_frames` through ``cache``, plus its stats;
     ``retained_ids``: metaranges whose addresses are returned apart (``retained``: those of
     their ranges that ``metarange_ids`` lack), the ones only the retention cross-check keeps.
+    ``heads``: the branch HEADs' metaranges, whose new ranges are read with their entries, into
+    the HEAD entries level too (:mod:`.heads`), so that the guard does not read them again.
 
     Two jobs run here: one reads the new metaranges into the cache, one reads the new ranges
     into it; the new generation's record is then written. The returned frames read only the
@@ -225,14 +229,18 @@ def committed_frames_cached(
     needed = list(dict.fromkeys([*main, *retained_ids]))
     metaranges, stats = _update_metaranges(spark, cache, reader, current, needed, parallelism)
     # read once: the update below and every frame returned take their range ids from it
-    ids = _range_ids(spark, cache, metaranges, needed, parallelism, only=set(needed) - set(main))
+    only = set(needed) - set(main)
+    ids = _range_ids(spark, cache, metaranges, needed, parallelism, only=only, heads=set(heads))
     ids = ids.localCheckpoint()
     range_ids = ids.select("id")
-    bucketed = _bucketed(range_ids, current.buckets, parallelism)
-    ranges, range_stats = _update_ranges(cache, reader, current, bucketed)
+    bucketed = _bucketed(ids.select("id", "head"), current.buckets, parallelism)
+    ranges, range_stats, entries = _update_ranges(cache, reader, current, bucketed)
     stats.update(range_stats)
-    generation = replace(current, number=current.number + 1, metaranges=metaranges, ranges=ranges)
-    if generation.shape() != current.shape() or _buckets(generation) != _buckets(current):
+    generation = replace(
+        current, number=current.number + 1, metaranges=metaranges, ranges=ranges, entries=entries
+    )
+    changed = _buckets(generation) != _buckets(current) or generation.entries != current.entries
+    if generation.shape() != current.shape() or changed:
         cache.commit(generation)
     else:
         generation = current
@@ -308,10 +316,11 @@ def _range_ids(
     parallelism: int,
     *,
     only: set[str],
+    heads: set[str],
 ) -> DataFrame:
     """The distinct range ids (``id``) of ``needed``, read from the cache parts, each with
     ``main``: whether a metarange outside ``only`` lists it (``only``: the retained metaranges,
-    whose other ranges are told apart)."""
+    whose other ranges are told apart), and ``head``: whether one of ``heads`` does."""
     from pyspark.sql import functions as F
 
     where = {m: p.file for p in reversed(parts) for m in p.ids}
@@ -326,7 +335,8 @@ def _range_ids(
     lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts}, True)
     pairs = tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
     main = ~F.col("metarange").isin(sorted(only)) if only else F.lit(True)
-    return pairs.groupBy("id").agg(F.max(main).alias("main"))
+    head = F.col("metarange").isin(sorted(heads)) if heads else F.lit(False)
+    return pairs.groupBy("id").agg(F.max(main).alias("main"), F.max(head).alias("head"))
 
 
 def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
@@ -344,10 +354,13 @@ def _update_ranges(
     bucketed: DataFrame,
     *,
     entries: bool = False,
-) -> tuple[dict[int, tuple[Part, ...]], dict[str, int]]:
-    """Reads the ranges of ``bucketed`` the level (addresses, or ``entries``) lacks; its new parts."""
+) -> tuple[dict[int, tuple[Part, ...]], dict[str, int], dict[int, tuple[Part, ...]]]:
+    """Reads the ranges of ``bucketed`` the level (addresses, or ``entries``) lacks; its new parts,
+    and the entries level with what the addresses level's reading added to it (the ranges
+    ``bucketed`` flags ``head``: :class:`~.tasks._RangeIngest`)."""
     level = current.entries if entries else current.ranges
-    ingest = _RangeIngest(cache.store(), reader, current.number + 1, level, entries)
+    head_parts = {} if entries else current.entries
+    ingest = _RangeIngest(cache.store(), reader, current.number + 1, level, entries, head_parts)
     statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
     ranges: dict[int, tuple[Part, ...]] = {}
     if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
@@ -367,4 +380,11 @@ def _update_ranges(
     before = sum(p.ranges for ps in level.values() for p in ps)
     after = sum(p.ranges for ps in ranges.values() for p in ps)
     stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
-    return ranges, stats
+    heads = dict(current.entries)
+    for s in statuses:
+        if s["entries_file"] is not None:
+            part = Part(s["entries_file"], int(s["entries_rows"]), ranges=int(s["entries_ranges"]), used=used)
+            heads[int(s["bucket"])] = (*heads.get(int(s["bucket"]), ()), part)
+    if not entries:
+        stats["head_ranges_read"] = sum(int(s["entries_ranges"]) for s in statuses)
+    return ranges, stats, heads

@@ -5,12 +5,15 @@ with each entry's address and recorded checksum for its content evidence
 (:mod:`lakefs_gc.spark.mark.twin_evidence`), which the address level of the cache does not hold.
 They are a third level, ``entries/``, laid
 out and kept as the ranges are (buckets by crc32 of the range id, parts listed by the generation
-record, the same rewrite and eviction rules), filled only with the ranges of branch HEAD trees
-and only when a mark has garbage to guard. The HEAD metaranges' range ids come from the
-metarange level, which the mark has just brought up to date (a HEAD tree outside the mark's
-metaranges is read from lakeFS, as without a cache). So a cycle reads from lakeFS only the HEAD
-ranges its new commits brought, and the guard of a cycle with nothing new reads nothing. (A HEAD
-range is read twice the first time: once for the mark's addresses, once for its entries.)
+record, the same rewrite and eviction rules), filled only with the ranges of branch HEAD trees.
+A mark that trusts checksums fills it as it reads new ranges for the address level: a new range
+of a HEAD tree is read once, with its entries, and both levels are written from that reading
+(:func:`~.cache.committed_frames_cached`'s ``heads``); otherwise the guard fills it, only when
+the mark has garbage to guard (the HEAD range then read a second time). The HEAD metaranges'
+range ids come from the metarange level, which the mark has just brought up to date (a HEAD tree
+outside the mark's metaranges is read from lakeFS, as without a cache). So a cycle reads from
+lakeFS only the HEAD ranges its new commits brought, and the guard of a cycle with nothing new
+reads nothing.
 With content evidence the guard plans from the entries' contents, each weighted by the branches
 whose HEAD holds its range (:meth:`CachedHeadTrees.contents`), as the batch mark's guard plans
 from the classification's reading (:mod:`lakefs_gc.spark.mark.head_contents`).
@@ -73,7 +76,7 @@ class CachedHeadTrees:
         every one up there."""
         current = self.cache.open(self.reader.repository, self.reader.storage_namespace)
         bucketed = _bucketed(range_ids, current.buckets, parallelism).localCheckpoint()
-        entries, counts = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
+        entries, counts, _ = _update_ranges(self.cache, self.reader, current, bucketed, entries=True)
         for key, value in counts.items():
             self.stats[f"head_{key}"] = self.stats.get(f"head_{key}", 0) + value
         generation = current

@@ -10,7 +10,7 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pyarrow as pa
@@ -40,12 +40,13 @@ ENTRY_SCHEMA = pa.schema([
 META_STATUS = "file string, rows long, ids array<string>, read long"
 RANGE_STATUS = (
     "bucket int, needed long, read long, held long, replaced boolean, file string, rows long, ranges long, "
-    "used_files array<string>"
+    "used_files array<string>, entries_file string, entries_rows long, entries_ranges long"
 )
 _RANGE_STATUS_ARROW = pa.schema([
     ("bucket", pa.int32()), ("needed", pa.int64()), ("read", pa.int64()), ("held", pa.int64()),
     ("replaced", pa.bool_()), ("file", pa.string()), ("rows", pa.int64()), ("ranges", pa.int64()),
     ("used_files", pa.list_(pa.string())),
+    ("entries_file", pa.string()), ("entries_rows", pa.int64()), ("entries_ranges", pa.int64()),
 ])  # fmt: skip
 _BATCH = 65_536
 
@@ -237,24 +238,35 @@ class _MetarangeLookup:
 class _RangeIngest:
     """Per bucket of the task: reads the ranges the cache does not hold into a new part (with the
     bucket's needed cached ranges when it is due for a rewrite); one status row per bucket.
-    ``entries``: the entries level (HEAD ranges' entries, ENTRY_SCHEMA) instead of the addresses."""
+    ``entries``: the entries level (HEAD ranges' entries, ENTRY_SCHEMA) instead of the addresses.
+    On the addresses level, a range the rows flag ``head`` (a branch HEAD's) that the entries
+    level (``head_parts``) lacks is read once for both: its entries go into a new entries part
+    of the bucket, its addresses are taken from them (the same normalisation)."""
 
     store: _Store
     reader: MetadataReader
     gen: int
     listed: Mapping[int, tuple[Part, ...]]
     entries: bool = False
+    head_parts: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        needed = _by_bucket(batches)
+        needed: dict[int, set[str]] = defaultdict(set)
+        heads: set[str] = set()
+        for row in _rows(batches):
+            needed[row["bucket"]].add(row["id"])
+            if row.get("head"):
+                heads.add(row["id"])
         if not needed:
             return
         fs, client = _session(self.reader)
         with client:
             for bucket, ids in sorted(needed.items()):
-                yield self._bucket(client, fs, bucket, ids)
+                yield self._bucket(client, fs, bucket, ids, heads)
 
-    def _bucket(self, client: LakeFSClient, fs: Any, bucket: int, ids: set[str]) -> pa.RecordBatch:
+    def _bucket(
+        self, client: LakeFSClient, fs: Any, bucket: int, ids: set[str], heads: set[str]
+    ) -> pa.RecordBatch:
         parts = self.listed.get(bucket, ())
         held: set[str] = set()
         used_files = []  # the listed parts holding a needed range
@@ -276,25 +288,45 @@ class _RangeIngest:
                 for batch in self.store.scan(part, schema.names, keep, copied):
                     writer.add_batch(batch)
             self.store.require(keep, copied, f"bucket {bucket}")
+        both = self._lacking_entries(bucket, heads.intersection(new)) if not self.entries else set()
+        entry_writer = _PartWriter(self.store, f"{ENTRY_DIR}/part-{self.gen:08d}-b{bucket:05d}", ENTRY_SCHEMA)
         for range_id in new:
-            rows: Iterable[tuple[Any, ...]] = (
-                self.reader.read_head_entries(client, fs, range_id)
-                if self.entries
-                else ((a,) for a in self.reader.read_range(client, fs, range_id))
-            )
-            empty = True
-            for row in rows:
-                writer.add(range_id, *row)
-                empty = False
-            if empty:  # an empty range is held too
-                writer.add(range_id, *(None,) * (len(schema) - 1))
-        written = writer.close()
+            rows: Iterable[tuple[Any, ...]]
+            if self.entries or range_id in both:
+                entries = list(self.reader.read_head_entries(client, fs, range_id))
+                rows = entries if self.entries else [(e[2],) for e in entries if e[2] is not None]
+                if range_id in both:
+                    _add(entry_writer, range_id, entries, len(ENTRY_SCHEMA))
+            else:
+                rows = ((a,) for a in self.reader.read_range(client, fs, range_id))
+            _add(writer, range_id, rows, len(schema))
+        written, entries_written = writer.close(), entry_writer.close()
         status = {
             "bucket": bucket, "needed": len(ids), "read": len(new), "held": len(held), "replaced": rewrite,
             "file": written.file if written else None, "rows": written.rows if written else 0,
             "ranges": len(new) + (len(keep) if rewrite else 0), "used_files": used_files,
+            "entries_file": entries_written.file if entries_written else None,
+            "entries_rows": entries_written.rows if entries_written else 0, "entries_ranges": len(both),
         }  # fmt: skip
         return pa.RecordBatch.from_pylist([status], schema=_RANGE_STATUS_ARROW)
+
+    def _lacking_entries(self, bucket: int, heads: set[str]) -> set[str]:
+        """Those of ``heads`` (HEAD ranges this bucket reads now) the entries level lacks."""
+        held: set[str] = set()
+        for part in self.head_parts.get(bucket, ()) if heads else ():
+            for _ in self.store.scan(part, ["range_id"], heads, held):
+                pass
+        return heads - held
+
+
+def _add(writer: _PartWriter, range_id: str, rows: Iterable[tuple[Any, ...]], width: int) -> None:
+    """The rows of one range; an empty range is held too (one row of nulls)."""
+    empty = True
+    for row in rows:
+        writer.add(range_id, *row)
+        empty = False
+    if empty:
+        writer.add(range_id, *(None,) * (width - 1))
 
 
 @dataclass(frozen=True)
