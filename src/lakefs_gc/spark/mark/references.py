@@ -112,7 +112,9 @@ class Committed:
     #: (:mod:`lakefs_gc.spark.mark.head_contents`); None: not asked for
     with_heads: DataFrame | None = None
     #: ``ADDRESS_SCHEMA``: the addresses of the metaranges only the retention cross-check keeps
-    #: (their range ids are in ``range_ids``); None: there are none
+    #: (their range ids are in ``range_ids``; through the range cache, only those of their ranges
+    #: the other metaranges lack: the classification counts what ``addresses`` holds first either
+    #: way); None: there are none
     retained: DataFrame | None = None
 
 
