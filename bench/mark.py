@@ -104,12 +104,17 @@ def process_tree(root: int) -> dict[int, tuple[int, str]]:
 def driver_memory() -> dict[str, Any]:
     """Peak RSS (MiB) of this Python driver, of its JVM (the driver JVM is a child of this
     process; in local mode it is also the executor), of executor JVMs (local-cluster mode: its
-    descendants) and of the largest Python worker."""
+    descendants), of the largest Spark Python worker (a python process under a JVM) and of the
+    largest other Python child: the benchmark's own servers (the lakeFS test server, moto), which
+    are not the product's. Before they were told apart, the test server's 1.1 GB at the bottom
+    line read as a Spark worker's."""
     tree = process_tree(os.getpid())
     me = os.getpid()
     java = [pid for pid, (ppid, name) in tree.items() if name == "java" and ppid == me]
     executors = [pid for pid, (ppid, name) in tree.items() if name == "java" and ppid != me]
-    workers = [pid for pid, (_ppid, name) in tree.items() if name.startswith("python")]
+    pythons = [pid for pid, (_ppid, name) in tree.items() if name.startswith("python")]
+    workers = [pid for pid in pythons if _under_java(pid, tree)]
+    servers = [pid for pid in pythons if pid not in workers]
     return {
         "python_driver_peak_mib": proc_status("self", "VmHWM"),
         "jvm_peak_mib": max((proc_status(p, "VmHWM") for p in java), default=0),
@@ -117,7 +122,17 @@ def driver_memory() -> dict[str, Any]:
         "executor_jvms": len(executors),
         "python_worker_peak_mib": max((proc_status(p, "VmHWM") for p in workers), default=0),
         "python_workers": len(workers),
+        "bench_servers_peak_mib": max((proc_status(p, "VmHWM") for p in servers), default=0),
     }
+
+
+def _under_java(pid: int, tree: dict[int, tuple[int, str]]) -> bool:
+    """Whether a JVM of the tree is among ``pid``'s ancestors (Spark forks its Python workers)."""
+    while pid in tree:
+        pid = tree[pid][0]
+        if tree.get(pid, (0, ""))[1] == "java":
+            return True
+    return False
 
 
 # ---- child processes -----------------------------------------------------------------------
@@ -676,7 +691,10 @@ def print_report(result: dict[str, Any]) -> None:
             f"largest of {mem['executor_jvms']} executor JVMs {mem['executor_jvm_peak_mib']}"
             if mem["executor_jvms"] else "the driver JVM is the executor (local mode)"
         )  # fmt: skip
-        workers = f"largest of {mem['python_workers']} python workers {mem['python_worker_peak_mib']}"
+        workers = (
+            f"largest of {mem['python_workers']} python workers {mem['python_worker_peak_mib']} "
+            f"(the benchmark's servers: {mem.get('bench_servers_peak_mib', '?')})"
+        )
         w(f"  peak RSS MiB: python driver {mem['python_driver_peak_mib']}, driver JVM {mem['jvm_peak_mib']}, "
           f"{workers}; {executors}\n")  # fmt: skip
         w(f"  {'phase (progress line of mark_run)':<92} {'seconds':>8}\n")
