@@ -393,3 +393,40 @@ def test_byte_cap_is_honoured_between_marks_and_marks_stay_the_same(
     assert not list(cache.root.rglob("*.parquet"))
     _, marked = mark(spark, env, cache)
     assert marked == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "among", "expected"),
+    [
+        ([5, 1, 9, 7, 12, 0], [1, 7, 9], [False, True, True, True, False, False]),
+        ([3, 4], [], [False, False]),  # no marked size: nothing is kept
+        ([2**40, -1], [-1, 2**40], [True, True]),
+    ],
+)
+def test_the_contents_lookup_keeps_only_the_pushed_sizes(
+    values: list[int], among: list[int], expected: list[bool]
+) -> None:
+    """The guard's size filter in the entries lookup (a binary search over the sorted marked sizes)
+    keeps exactly the entries whose size is among them, at both ends of the sorted array too."""
+    import numpy as np
+
+    from lakefs_gc.spark.mark.range_cache.lookups import _among
+
+    mask = _among(np.array(values, dtype=np.int64), np.array(among, dtype=np.int64))
+    assert mask.tolist() == expected
+
+
+def test_a_lookup_reads_only_the_row_groups_that_may_hold_its_ranges(tmp_path: Path) -> None:
+    """A part's ranges are in id order: the row groups whose id statistics cannot hold a wanted id
+    are skipped, every group that may is read, and a part without statistics is read whole."""
+    from lakefs_gc.spark.mark.range_cache.tasks import _row_groups
+
+    ids = [f"{i:04x}" for i in range(0, 100)]
+    table = pa.table({"range_id": ids, "address": [f"data/{i}" for i in ids]})
+    pq.write_table(table, tmp_path / "part.parquet", row_group_size=10)
+    pq.write_table(table, tmp_path / "bare.parquet", row_group_size=10, write_statistics=False)
+    metadata = pq.ParquetFile(tmp_path / "part.parquet").metadata
+    assert _row_groups(metadata, [ids[3], ids[45], ids[46], "zzzz"]) == [0, 4]
+    assert _row_groups(metadata, []) == []
+    assert _row_groups(metadata, None) == list(range(10))
+    assert _row_groups(pq.ParquetFile(tmp_path / "bare.parquet").metadata, [ids[3]]) == list(range(10))

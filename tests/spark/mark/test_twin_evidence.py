@@ -325,3 +325,5 @@ def test_the_service_cycle_carries_the_evidence(
         got = tuple(found[k] for k in ("live", "ruled_out", "stats", "released", "head_trees_read"))
         assert got == expected, found
         assert summary["range_cache"]["head_ranges_read"] == (cycle == 1), summary["range_cache"]
+        # the contents' lookup filtered the HEAD entries to the marked sizes as it read them
+        assert summary["range_cache"]["head_sizes_pushed"] >= 1, summary["range_cache"]

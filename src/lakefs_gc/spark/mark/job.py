@@ -271,8 +271,9 @@ class _MarkRun:
         ``contents``: the HEAD entries' contents as the classification read them (:mod:`.head_contents`).
         With a range cache and content evidence (``heads``: the HEAD metaranges, each with its
         branches), they are taken from the cache's entries level instead, each entry weighted by
-        the branches whose HEAD holds its range: the guard then plans from them as the batch
-        mark's does, and never joins every HEAD entry with the marked objects."""
+        the branches whose HEAD holds its range, and only those of the marked objects' sizes read:
+        the guard then plans from them as the batch mark's does, and never joins every HEAD entry
+        with the marked objects."""
         marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
@@ -283,7 +284,7 @@ class _MarkRun:
         if cache is not None:  # the HEAD trees through the cache the mark has just updated
             trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
             if contents is None and heads:
-                contents = trees.contents(self.spark, heads, parallelism=self.parallelism)
+                contents = trees.contents(self.spark, heads, parallelism=self.parallelism, sizes=marked)
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,

@@ -23,9 +23,11 @@ new ranges into new parts (each new range is read from lakeFS once), then the dr
 next generation's record; the frames it returns read only parts that record lists. Ranges are
 spread over buckets (crc32 of the id, computed by Spark), so that a task finds the cached ranges
 of its own buckets without a join over every cached address, and addresses never pass through
-the driver. Executor tasks write their own parts (fresh names per attempt) and return a status
-row; the record (written whole, under a new name) is written only after the job succeeded, and only the newest
-record is used. Parts it does not list (a killed cycle, an attempt that lost, a rewrite's
+the driver. A part's new ranges are written in id order, so that a lookup of a few ranges (the
+retained ones, the guard's) reads only the row groups whose id statistics may hold them.
+Executor tasks write their own parts (fresh names per attempt) and return a status row; the
+record (written whole, under a new name) is written only after the job succeeded, and only the
+newest record is used. Parts it does not list (a killed cycle, an attempt that lost, a rewrite's
 leftovers) are deleted when the next cycle opens the cache.
 
 Use::
@@ -64,6 +66,8 @@ from typing import TYPE_CHECKING
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
+from lakefs_gc.spark.mark.range_cache.levels import _update_ranges
+from lakefs_gc.spark.mark.range_cache.lookups import _RangeLookup
 from lakefs_gc.spark.mark.range_cache.tasks import (
     ENTRY_DIR,
     EVICT_FRACTION,
@@ -71,13 +75,10 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
     META_DIR,
     META_STATUS,
     RANGE_DIR,
-    RANGE_STATUS,
     Part,
     RangeCacheError,
     _MetarangeLookup,
     _MetarangeWriter,
-    _RangeIngest,
-    _RangeLookup,
     _Store,
 )
 from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
@@ -234,7 +235,7 @@ def committed_frames_cached(
     ids = ids.localCheckpoint()
     range_ids = ids.select("id")
     bucketed = _bucketed(ids.select("id", "head"), current.buckets, parallelism)
-    ranges, range_stats, entries = _update_ranges(cache, reader, current, bucketed)
+    ranges, range_stats, entries = _update_ranges(cache.store(), reader, current, bucketed)
     stats.update(range_stats)
     generation = replace(
         current, number=current.number + 1, metaranges=metaranges, ranges=ranges, entries=entries
@@ -345,46 +346,3 @@ def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame
 
     bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
     return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")
-
-
-def _update_ranges(
-    cache: RangeCache,
-    reader: MetadataReader,
-    current: Generation,
-    bucketed: DataFrame,
-    *,
-    entries: bool = False,
-) -> tuple[dict[int, tuple[Part, ...]], dict[str, int], dict[int, tuple[Part, ...]]]:
-    """Reads the ranges of ``bucketed`` the level (addresses, or ``entries``) lacks; its new parts,
-    and the entries level with what the addresses level's reading added to it (the ranges
-    ``bucketed`` flags ``head``: :class:`~.tasks._RangeIngest`)."""
-    level = current.entries if entries else current.ranges
-    head_parts = {} if entries else current.entries
-    ingest = _RangeIngest(cache.store(), reader, current.number + 1, level, entries, head_parts)
-    statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
-    ranges: dict[int, tuple[Part, ...]] = {}
-    if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
-        raise RangeCacheError(f"range cache {cache.root}: a bucket was written by two tasks")
-    # the addresses level belongs to the generation being made; the entries level is added to
-    # the newest one (:mod:`.heads` rewrites its record), whose mark is the one that needs them
-    used = current.number if entries else current.number + 1
-    for s in statuses:
-        needed_in = set(s["used_files"] or ())
-        listed = () if s["replaced"] else level.get(s["bucket"], ())
-        parts = [replace(p, used=used) if p.file in needed_in else p for p in listed]
-        if s["file"] is not None:
-            parts.append(Part(s["file"], int(s["rows"]), ranges=int(s["ranges"]), used=used))
-        if parts:
-            ranges[int(s["bucket"])] = tuple(parts)
-    needed, read = sum(int(s["needed"]) for s in statuses), sum(int(s["read"]) for s in statuses)
-    before = sum(p.ranges for ps in level.values() for p in ps)
-    after = sum(p.ranges for ps in ranges.values() for p in ps)
-    stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
-    heads = dict(current.entries)
-    for s in statuses:
-        if s["entries_file"] is not None:
-            part = Part(s["entries_file"], int(s["entries_rows"]), ranges=int(s["entries_ranges"]), used=used)
-            heads[int(s["bucket"])] = (*heads.get(int(s["bucket"]), ()), part)
-    if not entries:
-        stats["head_ranges_read"] = sum(int(s["entries_ranges"]) for s in statuses)
-    return ranges, stats, heads

@@ -7,11 +7,12 @@ executors, so it holds paths and settings, never clients.
 
 from __future__ import annotations
 
+import bisect
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -83,7 +84,8 @@ class _Store:
         """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
         found there to ``found``. Anything unexpected about the file raises, naming it."""
         path = self.directory.uri(part.file)
-        values = pa.array(sorted(wanted), pa.string()) if wanted is not None else None
+        ordered = sorted(wanted) if wanted is not None else None
+        values = pa.array(ordered, pa.string()) if ordered is not None else None
         try:
             fs, base = self.directory.filesystem()
             with fs.open_input_file(f"{base}/{part.file}") as f, pq.ParquetFile(f) as parquet:
@@ -92,7 +94,8 @@ class _Store:
                         f"range cache part {path} holds {parquet.metadata.num_rows} rows, "
                         f"its record says {part.rows}; {self.hint}"
                     )
-                for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH):
+                groups = _row_groups(parquet.metadata, ordered)
+                for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH, row_groups=groups):
                     if values is not None:
                         batch = batch.filter(pc.is_in(batch.column(0), value_set=values))
                     found.update(pc.unique(batch.column(0)).to_pylist())
@@ -108,6 +111,23 @@ class _Store:
                 f"range cache {where} of {self.root} lacks {len(missing)} of the ids its record says "
                 f"it holds (e.g. {min(missing)}); {self.hint}"
             )
+
+
+def _row_groups(metadata: pq.FileMetaData, wanted: list[str] | None) -> list[int]:
+    """The row groups of a part that may hold a ``wanted`` id (sorted; None: all), by the min and
+    max its first column's statistics record. A part's ranges are written in id order, so a
+    lookup of a few ranges (the retained ones, a cycle's HEAD ranges) skips most of the level;
+    a group without usable statistics is read."""
+    groups = []
+    for index in range(metadata.num_row_groups):
+        stats = metadata.row_group(index).column(0).statistics
+        low, high = (stats.min, stats.max) if stats is not None and stats.has_min_max else (None, None)
+        if wanted is not None and isinstance(low, str) and isinstance(high, str):
+            at = bisect.bisect_left(wanted, low)
+            if at == len(wanted) or wanted[at] > high:
+                continue
+        groups.append(index)
+    return groups
 
 
 class _PartWriter:
@@ -167,10 +187,14 @@ def _rows(batches: Iterable[pa.RecordBatch]) -> Iterator[dict[str, Any]]:
         yield from batch.to_pylist()
 
 
-def _by_bucket(batches: Iterator[pa.RecordBatch]) -> dict[int, set[str]]:
+def _by_bucket(batches: Iterator[pa.RecordBatch], heads: set[str] | None = None) -> dict[int, set[str]]:
+    """The task's range ids (``id``) by ``bucket``; ``heads``: also collects there those the rows
+    flag ``head``."""
     needed: dict[int, set[str]] = defaultdict(set)
     for row in _rows(batches):
         needed[row["bucket"]].add(row["id"])
+        if heads is not None and row.get("head"):
+            heads.add(row["id"])
     return needed
 
 
@@ -251,12 +275,8 @@ class _RangeIngest:
     head_parts: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        needed: dict[int, set[str]] = defaultdict(set)
         heads: set[str] = set()
-        for row in _rows(batches):
-            needed[row["bucket"]].add(row["id"])
-            if row.get("head"):
-                heads.add(row["id"])
+        needed = _by_bucket(batches, heads)
         if not needed:
             return
         fs, client = _session(self.reader)
@@ -327,51 +347,3 @@ def _add(writer: _PartWriter, range_id: str, rows: Iterable[tuple[Any, ...]], wi
         empty = False
     if empty:
         writer.add(range_id, *(None,) * (width - 1))
-
-
-@dataclass(frozen=True)
-class _Lookup:
-    """The rows of the needed ranges, from the parts of their buckets; a needed range the cache does
-    not hold raises (:class:`_RangeIngest` has just put every one there). A level reads its
-    ``columns`` and keeps what :meth:`rows` makes of each batch."""
-
-    store: _Store
-    listed: Mapping[int, tuple[Part, ...]]
-    columns: ClassVar[list[str]]
-    level: ClassVar[str]
-
-    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        raise NotImplementedError
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for bucket, ids in sorted(_by_bucket(batches).items()):
-            found: set[str] = set()
-            for part in self.listed.get(bucket, ()):
-                for batch in self.store.scan(part, self.columns, ids, found):
-                    rows = self.rows(batch)
-                    if rows.num_rows:
-                        yield rows
-            self.store.require(ids, found, f"{self.level} {bucket}")
-
-
-@dataclass(frozen=True)
-class _RangeLookup(_Lookup):
-    """The addresses of the needed ranges."""
-
-    columns: ClassVar[list[str]] = RANGE_SCHEMA.names
-    level: ClassVar[str] = "bucket"
-
-    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        return pa.RecordBatch.from_arrays([batch.column(1).drop_null()], names=["address"])
-
-
-@dataclass(frozen=True)
-class _EntryLookup(_Lookup):
-    """``(id, path, size, address, checksum)`` of the needed ranges, from the entries level."""
-
-    columns: ClassVar[list[str]] = ENTRY_SCHEMA.names
-    level: ClassVar[str] = "entries bucket"
-
-    def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
-        batch = batch.filter(pc.is_valid(batch.column(1)))
-        return pa.RecordBatch.from_arrays(batch.columns, names=["id", *ENTRY_SCHEMA.names[1:]])
