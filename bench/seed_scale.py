@@ -25,7 +25,9 @@ objects, 1M garbage, "collected in about 3 hours on a cluster". This run, on loc
    commits and objects (uploaded and committed through the lakeFS API; they stay in the
    synthesized state, so a later run marks a repository that much larger, with the same
    garbage). Each cycle's marked set is compared with the manifest's garbage. ``--no-mark``: no
-   separate mark before them (the first cycle is then the mark).
+   separate mark before them (the first cycle is then the mark). ``--keep-cache``: the first
+   cycle starts from the range cache an earlier run left (two incremental cycles, each after
+   the earlier run's or this run's new commits).
 5. **sweep** (``--sweep-objects``, default: the garbage count): that many objects deleted from a
    moto S3 server that adds ``--s3-latency-ms`` (default 100) to each ``DeleteObjects``: by a
    single-threaded loop of 1,000-key requests and by the sweep job (bench/mark.py's sweep
@@ -36,7 +38,7 @@ the incremental cycle at most 10% of the first; our mark within 2x of the decode
 
     python bench/seed_scale.py [--objects 20000000] [--commits 30000] [--branches 1000]
                                [--uncommitted 5000000] [--garbage 1000000] [--scale F]
-                               [--cycles] [--new-fraction 0.01] [--sweep-objects N]
+                               [--cycles [--keep-cache]] [--new-fraction 0.01] [--sweep-objects N]
                                [--s3-latency-ms 100] [--driver-memory 6g]
                                [--workdir DIR] [--master local[2]] [--json FILE]
 
@@ -254,7 +256,8 @@ def bench_cycles(
     servers = {"lakeFS test server": server.proc.pid}
     commits = CommitCache()  # the service keeps one for its life
     cache = RangeCache.for_repository(args.workdir / "service-state" / shape.tag, REPOSITORY)
-    cache.drop()  # the first cycle is a service's first: nothing cached by an earlier run
+    if not args.keep_cache:
+        cache.drop()  # the first cycle is a service's first: nothing cached by an earlier run
     say("cycles: first")
     first = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
     first["memory"] = driver_memory()
@@ -343,6 +346,9 @@ def main() -> int:
     parser.add_argument("--s3-latency-ms", type=int, default=100, help="added to each DeleteObjects")
     parser.add_argument("--sweep-partitions", type=int)
     parser.add_argument("--no-floor", action="store_true", help="skip the decode + DuckDB floor")
+    parser.add_argument("--keep-cache", action="store_true", help="with --cycles: the first cycle starts "
+                        "from the range cache an earlier run left in --workdir (a restarted service's "
+                        "cycle; the ratio then compares two incremental cycles)")  # fmt: skip
     parser.add_argument("--no-mark", action="store_true", help="with --cycles: no separate mark (the "
                         "first cycle is the mark, with the range cache); implies --no-floor")  # fmt: skip
     parser.add_argument(
