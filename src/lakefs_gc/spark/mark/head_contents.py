@@ -65,5 +65,8 @@ def head_keys(marked: DataFrame, contents: DataFrame, objects: DataFrame | None)
     # cache) rather than a shuffle of them all; the sizes are at most the marked objects'
     sizes = F.broadcast(marked.select("size").distinct())
     sized = contents.join(sizes, "size", "left_semi")
+    # an object is an entry of many HEAD ranges (97.7M entries of 11.6M objects at the bottom
+    # line): summed per object before its lookup, whose key depends on nothing else
+    sized = sized.groupBy("address", "size", "checksum").agg(F.sum("heads").alias("heads"))
     keyed = entry_keys(sized, of_sizes(objects, sizes), columns=("size", "heads"))
     return keyed.groupBy("size", "key").agg(F.sum("heads").alias("heads"))
