@@ -68,6 +68,12 @@ class KeyCounter(S3SlowDown):
             self.keys.update(keys)
         return super()._decide(keys)
 
+    def counted(self) -> Counter[str]:
+        """A copy of the counts, taken under the lock: a killed sweep's requests still in flight
+        count on the server's threads while the test reads."""
+        with self._lock:
+            return Counter(self.keys)
+
 
 @contextmanager
 def counting_moto_server(latency_s: float) -> Iterator[tuple[MotoServer, KeyCounter]]:
@@ -187,9 +193,9 @@ def test_a_sweep_killed_three_times_finishes_without_repeating_confirmed_batches
 
     def run(action: Callable[[], Any]) -> Any:
         confirmed_before.append(sweeper.confirmed())
-        before = Counter(hook.keys)
+        before = hook.counted()
         result = action()
-        asked.append(Counter({k[len(prefix) :]: n for k, n in (hook.keys - before).items()}))
+        asked.append(Counter({k[len(prefix) :]: n for k, n in (hook.counted() - before).items()}))
         return result
 
     for point in (1, len(GARBAGE) * 2 // 5, len(GARBAGE) * 3 // 4):  # first parts, mid-way, late
