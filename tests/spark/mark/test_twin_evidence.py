@@ -144,7 +144,7 @@ def test_the_classifications_reading_plans_what_the_trees_do(
     for evidence, budget in [(True, 10**6), (False, 10**6), (True, 0), (True, 3), (False, 2)]:
         monkeypatch.setattr(twins, "STAT_BUDGET", budget)
         objects_df = spark.createDataFrame(objects, "address string, md5 string") if evidence else None
-        keys = head_contents.head_keys(marked_df, contents_df, objects_df)
+        keys = head_contents.head_keys(twin_evidence.marked_sizes(marked_df), contents_df, objects_df)
         paired = twin_evidence.exposed(marked_df, keys)
         _, expected, plan = spark_pairs(spark, seed, evidence=evidence)
         assert {r["address"] for r in paired.collect()} == expected, (evidence, budget)

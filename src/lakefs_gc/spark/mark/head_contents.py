@@ -51,8 +51,9 @@ def split_references(references: DataFrame) -> tuple[DataFrame, DataFrame]:
     return addresses, contents
 
 
-def head_keys(marked: DataFrame, contents: DataFrame, objects: DataFrame | None) -> DataFrame:
-    """``(size, key, heads)``: the content keys of the HEAD entries of the marked objects' sizes
+def head_keys(sizes: DataFrame, contents: DataFrame, objects: DataFrame | None) -> DataFrame:
+    """``(size, key, heads)``: the content keys of the HEAD entries of ``sizes`` (the marked
+    objects' distinct sizes, column ``size``: :func:`~lakefs_gc.spark.mark.twin_evidence.marked_sizes`)
     (:func:`~lakefs_gc.spark.mark.twin_evidence.entry_keys`: an entry's checksum when its own
     object's bytes are proven to have it as MD5, else null), from :func:`split_references`'
     ``contents``, each with the (branch, path) pairs that hold entries of that size and key.
@@ -63,7 +64,7 @@ def head_keys(marked: DataFrame, contents: DataFrame, objects: DataFrame | None)
 
     # broadcast: a filter on the HEAD entries (177.6M at the bottom line through the range
     # cache) rather than a shuffle of them all; the sizes are at most the marked objects'
-    sizes = F.broadcast(marked.select("size").distinct())
+    sizes = F.broadcast(sizes)
     sized = contents.join(sizes, "size", "left_semi")
     # an object is an entry of many HEAD ranges (97.7M entries of 11.6M objects at the bottom
     # line): summed per object before its lookup, whose key depends on nothing else

@@ -34,6 +34,9 @@ _ENTRIES = pa.schema(
 
 #: the rows :meth:`HeadTrees.entries` gives
 HEAD_ENTRIES = "id string, path string, size long, address string, checksum string"
+#: the rows of the HEAD entries' contents, without their paths (the range cache's
+#: :meth:`~lakefs_gc.spark.mark.range_cache.heads.CachedHeadTrees.contents` reads them so)
+HEAD_CONTENTS = "id string, size long, address string, checksum string"
 
 
 class HeadTrees(Protocol):

@@ -56,7 +56,7 @@ from lakefs_gc.spark.mark.references import (
 from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
-from lakefs_gc.spark.mark.twin_evidence import marked_with_evidence
+from lakefs_gc.spark.mark.twin_evidence import marked_sizes, marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
@@ -280,15 +280,15 @@ class _MarkRun:
             return classified
         refs, repo, cache, ns = self.refs, self.repo, self.range_cache, self.namespace
         reader = MetadataReader(refs.connection, repo.id, repo.storage_namespace, ns, refs.storage)
-        trees = None
+        trees, sizes = None, marked_sizes(marked)
         if cache is not None:  # the HEAD trees through the cache the mark has just updated
             trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
             if contents is None and heads:
-                contents = trees.contents(self.spark, heads, parallelism=self.parallelism, sizes=marked)
+                contents = trees.contents(self.spark, heads, parallelism=self.parallelism, sizes=sizes)
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,
             parallelism=self.parallelism, say=lambda m: self.say(f"{repo.id}: {m}"), trees=trees,
-            contents=contents,
+            contents=contents, sizes=sizes,
         )  # fmt: skip
         self.stats["identity_twins"] = guard.counts
         if guard.kept is None:

@@ -58,6 +58,14 @@ def entry_keys(
     return entries.join(proven, "address", "left").select(*columns, key.alias("key"))
 
 
+def marked_sizes(marked: DataFrame) -> DataFrame:
+    """The distinct sizes (column ``size``) of ``marked``, computed once: the guard filters the HEAD
+    entries by them (:func:`~lakefs_gc.spark.mark.head_contents.head_keys`), and a range cache's
+    lookup of those entries filters by them as it reads
+    (:meth:`~lakefs_gc.spark.mark.range_cache.heads.CachedHeadTrees.contents`)."""
+    return marked.select("size").distinct().localCheckpoint()
+
+
 def of_sizes(objects: DataFrame | None, sizes: DataFrame) -> DataFrame | None:
     """The candidates whose MD5 a HEAD entry of one of ``sizes`` may be proven by: those of the
     same sizes (an entry's own object has the entry's size; one that had not would only leave

@@ -52,6 +52,7 @@ from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.mark.twin_evidence import (
     entry_keys,
     exposed,
+    marked_sizes,
     needed_entries,
     of_sizes,
     pair_condition,
@@ -93,6 +94,7 @@ def guard_twins(
     trees: HeadTrees | None = None,
     objects: DataFrame | None = None,
     contents: DataFrame | None = None,
+    sizes: DataFrame | None = None,
 ) -> TwinGuard:
     """Which of ``marked`` (``address, size``, optionally ``md5``) are identity twins to keep; see
     the module docstring.
@@ -103,16 +105,18 @@ def guard_twins(
     ``contents``: ``address, size, checksum, heads`` of the HEAD trees' entries, as the mark's
     classification read them (:mod:`.head_contents`): which marked objects may have a twin and
     what each size costs are then known without reading the trees again, and they are read only
-    for the paths of the sizes resolved by stats."""
+    for the paths of the sizes resolved by stats. ``sizes``: ``marked``'s distinct sizes when the
+    caller has them (:func:`~.twin_evidence.marked_sizes`)."""
     heads = head_metaranges(graph)
     if not heads:
         return TwinGuard(None, guard_twins_none())
     guard = _Guard(spark, heads, reader, lakefs, parallelism, say, trees or LakeFSHeadTrees(reader), objects)
     marked = with_md5(marked)
+    sizes = marked_sizes(marked) if sizes is None else sizes
     if contents is None:
-        result, ruled_out, read = *guard.read_trees(marked), True
+        result, ruled_out, read = *guard.read_trees(marked, sizes), True
     else:
-        result, ruled_out, read = guard.from_contents(marked, contents)
+        result, ruled_out, read = guard.from_contents(marked, sizes, contents)
     result.counts["ruled_out"], result.counts["ruled_out_bytes"] = ruled_out
     result.counts["head_trees_read"] = read
     if ruled_out[0]:
@@ -135,13 +139,13 @@ class _Guard:
     objects: DataFrame | None
 
     def from_contents(
-        self, marked: DataFrame, contents: DataFrame
+        self, marked: DataFrame, sizes: DataFrame, contents: DataFrame
     ) -> tuple[TwinGuard, tuple[int, int], bool]:
         """The guard's verdicts on ``marked``, the objects and bytes content evidence ruled out, and
         whether the trees were read: which objects may have a twin and the plan come from the HEAD
         entries' ``contents`` (:func:`head_keys`); the trees are read only for the paths of the
         needed entries of the sizes the plan checks, and not at all when it checks none."""
-        keys = head_keys(marked, contents, self.objects).localCheckpoint()
+        keys = head_keys(sizes, contents, self.objects).localCheckpoint()
         paired = exposed(marked, keys).localCheckpoint()
         ruled_out = _ruled_out(marked, keys.select("size").distinct(), paired)
         plan = plan_weighted(marked, needed_entries(marked, keys), paired)
@@ -167,11 +171,10 @@ class _Guard:
     def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
         return _decide(self.spark, pairs, plan, self.heads, self.reader, self.lakefs, self.say)
 
-    def read_trees(self, marked: DataFrame) -> tuple[TwinGuard, tuple[int, int]]:
-        """The guard's verdicts on ``marked`` from the HEAD trees read now, and the objects and
-        bytes content evidence ruled out among them."""
+    def read_trees(self, marked: DataFrame, sizes: DataFrame) -> tuple[TwinGuard, tuple[int, int]]:
+        """The guard's verdicts on ``marked`` (of distinct ``sizes``) from the HEAD trees read now,
+        and the objects and bytes content evidence ruled out among them."""
         tree, entries = self.read()
-        sizes = marked.select("size").distinct()
         sized = entries.join(sizes, "size", "left_semi")
         # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
         # them; every query below uses ``needed`` (few rows with evidence), some several times

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from lakefs_gc.spark.mark.head_trees import HEAD_ENTRIES, LakeFSHeadTrees
+from lakefs_gc.spark.mark.head_trees import HEAD_CONTENTS, HEAD_ENTRIES, LakeFSHeadTrees
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, _bucketed
 from lakefs_gc.spark.mark.range_cache.generation import Generation
 from lakefs_gc.spark.mark.range_cache.levels import _update_entries
@@ -126,7 +126,7 @@ class CachedHeadTrees:
         (:func:`~lakefs_gc.spark.mark.head_contents.head_keys`) as from the batch mark's reading.
         Each entry counts the (branch, path) pairs that hold it: the branches whose HEAD
         metaranges list its range. ``sizes`` (column ``size``): only entries of those sizes are
-        needed (the marked objects'), filtered as the level is read when they are at most
+        needed (the marked objects' distinct sizes), filtered as the level is read when they are at most
         :data:`MAX_PUSHED_SIZES`; the paths are never read."""
         from pyspark.sql import functions as F
 
@@ -138,18 +138,16 @@ class CachedHeadTrees:
         pushed = _pushed_sizes(spark, sizes)
         self.stats["head_sizes_pushed"] = None if pushed is None else len(pushed.value)
         lookup = _ContentLookup(self.cache.store(), generation.entries, pushed)
-        entries = bucketed.mapInArrow(
-            on_executor(lookup), "id string, size long, address string, checksum string"
-        )
+        entries = bucketed.mapInArrow(on_executor(lookup), HEAD_CONTENTS)
         return entries.join(F.broadcast(ranges), "id").select("address", "size", "checksum", "heads")
 
 
 def _pushed_sizes(spark: SparkSession, sizes: DataFrame | None) -> Broadcast[Any] | None:
-    """The distinct ``sizes``, sorted and broadcast, when there are at most :data:`MAX_PUSHED_SIZES`
+    """The ``sizes`` (distinct), sorted and broadcast, when there are at most :data:`MAX_PUSHED_SIZES`
     (None: too many, or none asked for)."""
     if sizes is None:
         return None
-    found = sizes.select("size").distinct().limit(MAX_PUSHED_SIZES + 1).toArrow().column("size")
+    found = sizes.select("size").limit(MAX_PUSHED_SIZES + 1).toArrow().column("size")
     if len(found) > MAX_PUSHED_SIZES:
         return None
     values = np.sort(found.drop_null().to_numpy().astype(np.int64))

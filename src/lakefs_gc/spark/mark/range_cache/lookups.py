@@ -15,6 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefs_gc.spark.mark.head_trees import HEAD_CONTENTS
 from lakefs_gc.spark.mark.range_cache.tasks import ENTRY_SCHEMA, RANGE_SCHEMA, Part, _by_bucket, _Store
 
 
@@ -76,6 +77,8 @@ class _ContentLookup(_Lookup):
 
     sizes: Any = None  # pyspark Broadcast of a sorted numpy int64 array, or None
     columns: ClassVar[list[str]] = ["range_id", "size", "address", "checksum"]
+    #: :data:`~lakefs_gc.spark.mark.head_trees.HEAD_CONTENTS`' column names, in its order
+    names: ClassVar[list[str]] = [column.split()[0] for column in HEAD_CONTENTS.split(",")]
     level: ClassVar[str] = "entries bucket"
 
     def rows(self, batch: pa.RecordBatch) -> pa.RecordBatch:
@@ -84,7 +87,7 @@ class _ContentLookup(_Lookup):
             batch = batch.filter(
                 pa.array(_among(batch.column(1).to_numpy(zero_copy_only=False), self.sizes.value))
             )
-        return pa.RecordBatch.from_arrays(batch.columns, names=["id", "size", "address", "checksum"])
+        return pa.RecordBatch.from_arrays(batch.columns, names=self.names)
 
 
 def _among(values: Any, sorted_values: Any) -> Any:
