@@ -27,7 +27,10 @@ objects, 1M garbage, "collected in about 3 hours on a cluster". This run, on loc
    garbage). Each cycle's marked set is compared with the manifest's garbage. ``--no-mark``: no
    separate mark before them (the first cycle is then the mark). ``--keep-cache``: the first
    cycle starts from the range cache an earlier run left (two incremental cycles, each after
-   the earlier run's or this run's new commits).
+   the earlier run's or this run's new commits). ``--after-sweep``: the second cycle reads the
+   delivery S3 would write after the first cycle's sweep (its marked objects gone, the objects
+   written since listed), as a service's next cycle does, and its marked set is compared with
+   the garbage the sweep left (none, when the first cycle's was exact).
 5. **sweep** (``--sweep-objects``, default: the garbage count): that many objects deleted from a
    moto S3 server that adds ``--s3-latency-ms`` (default 100) to each ``DeleteObjects``: by a
    single-threaded loop of 1,000-key requests and by the sweep job (bench/mark.py's sweep
@@ -38,7 +41,8 @@ the incremental cycle at most 10% of the first; our mark within 2x of the decode
 
     python bench/seed_scale.py [--objects 20000000] [--commits 30000] [--branches 1000]
                                [--uncommitted 5000000] [--garbage 1000000] [--scale F]
-                               [--cycles [--keep-cache]] [--new-fraction 0.01] [--sweep-objects N]
+                               [--cycles [--keep-cache] [--after-sweep] [--no-mark]] [--new-fraction 0.01]
+                               [--sweep-objects N]
                                [--s3-latency-ms 100] [--driver-memory 6g]
                                [--workdir DIR] [--master local[2]] [--json FILE]
 
@@ -52,10 +56,12 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
@@ -134,9 +140,11 @@ def with_inventory(settings: Any, inventory: Path, *, trust_checksums: bool) -> 
     return settings.model_copy(update={"gc": gc})
 
 
-def compare_with_manifest(settings: Any, result: Any, repo: Synthesized) -> dict[str, Any]:
-    """The marked set beside the manifest's garbage set, joined in DuckDB."""
+def compare_with_manifest(settings: Any, result: Any, repo: Synthesized, swept: Any = None) -> dict[str, Any]:
+    """The marked set beside the manifest's garbage set, joined in DuckDB; ``swept`` (a pyarrow
+    array of addresses): the garbage without them (deleted by a sweep)."""
     import duckdb
+    import pyarrow as pa
 
     from lakefs_gc import jobs
 
@@ -145,7 +153,14 @@ def compare_with_manifest(settings: Any, result: Any, repo: Synthesized) -> dict
     )
     con = duckdb.connect()
     con.register("marked", marked)
-    con.execute(_GARBAGE_VIEW.format(manifest=repo.manifest))
+    view = _GARBAGE_VIEW.format(manifest=repo.manifest)
+    if swept is None:
+        con.execute(view)
+    else:
+        con.execute(view.replace("VIEW garbage", "VIEW manifest_garbage"))
+        con.register("swept", pa.table({"address": swept}))
+        remaining = "SELECT address FROM manifest_garbage ANTI JOIN swept USING (address)"
+        con.execute(f"CREATE VIEW garbage AS {remaining}")
     return _set_comparison(con, "marked")
 
 
@@ -265,19 +280,56 @@ def bench_cycles(
     say(f"cycles: first cycle's marked set vs the manifest's garbage: {first['correctness']}")
     added = add_commits(server.info, shape, args.new_fraction, int(repo.report.get("tables") or 1))
     say(f"cycles: after the new commits ({added})")
+    swept, delivery = None, None
+    if args.after_sweep:  # the delivery after the first cycle's sweep, and the objects written since
+        settings, swept, delivery = after_sweep(settings, first, repo)
     second = gc_cycle(spark, settings, cache, servers, sweep=False, commits=commits)
     second["memory"] = driver_memory()
-    # the new commits add objects under new paths only: the garbage is still the manifest's
-    second["correctness"] = _cycle_correctness(settings, second, repo)
+    # the new commits add objects under new paths only: the garbage is still the manifest's (less
+    # what the first cycle's sweep deleted)
+    second["correctness"] = _cycle_correctness(settings, second, repo, swept)
     say(f"cycles: second cycle's marked set vs the manifest's garbage: {second['correctness']}")
     ratio = round(second["seconds"] / first["seconds"], 3) if first["seconds"] else None
-    return {"first": first, "added": added, "second": second, "ratio": ratio}
+    return {"first": first, "added": added, "after_sweep": delivery, "second": second, "ratio": ratio}
 
 
-def _cycle_correctness(settings: Any, cycle: dict[str, Any], repo: Synthesized) -> dict[str, Any]:
+def after_sweep(settings: Any, first: dict[str, Any], repo: Synthesized) -> tuple[Any, Any, dict[str, Any]]:
+    """``settings`` reading the delivery S3 would write after the first cycle's sweep (its marked
+    objects gone, the objects written through lakeFS since listed: ``next_delivery``), as a
+    service's next cycle reads; the swept addresses; what writing that delivery took. The sweep
+    itself is not run here (``--sweep-objects`` measures one): only its effect on the candidates."""
+    import pyarrow.fs as pafs
+
+    from lakefs_gc import jobs
+    from lakefs_gc.inventory.s3.manifest import discover
+    from lakefs_gc.storage.locations import parse_location, parse_storage_namespace
+    from lakefs_gc.testing.synth.outputs import InventoryTarget, next_delivery
+
+    mark = first["mark"]
+    report = jobs.report_table(settings, mark["storage_namespace"], mark["mark_id"], "deleted")
+    swept = report.column("address").combine_chunks()
+    deliveries = discover(pafs.LocalFileSystem(), str(repo.inventory)).complete
+    previous = max(deliveries, key=lambda d: d.snapshot_time)
+    root = repo.state / "inventory-after-sweep"
+    shutil.rmtree(root, ignore_errors=True)
+    namespace = parse_storage_namespace(f"local://{REPOSITORY}", local_root=str(repo.storage))
+    start = time.perf_counter()
+    say(f"cycles: writing the delivery after the sweep of {len(swept):,} objects into {root}")
+    manifest = next_delivery(
+        previous, InventoryTarget(parse_location(str(root))), namespace, settings.storage,
+        datetime.now(timezone.utc), deleted=swept,
+    )  # fmt: skip
+    delivery = {"swept": len(swept), "manifest": manifest, "seconds": round(time.perf_counter() - start, 1)}
+    say(f"cycles: {delivery}")
+    return with_inventory(settings, root, trust_checksums=settings.gc.trust_checksums), swept, delivery
+
+
+def _cycle_correctness(
+    settings: Any, cycle: dict[str, Any], repo: Synthesized, swept: Any = None
+) -> dict[str, Any]:
     mark = cycle["mark"]
     found = SimpleNamespace(mark_id=mark["mark_id"], storage_namespace=mark["storage_namespace"])
-    return compare_with_manifest(settings, found, repo)
+    return compare_with_manifest(settings, found, repo, swept)
 
 
 # ---- report --------------------------------------------------------------------------------
@@ -349,17 +401,27 @@ def main() -> int:
     parser.add_argument("--keep-cache", action="store_true", help="with --cycles: the first cycle starts "
                         "from the range cache an earlier run left in --workdir (a restarted service's "
                         "cycle; the ratio then compares two incremental cycles)")  # fmt: skip
+    parser.add_argument("--after-sweep", action="store_true", help="with --cycles: the second cycle reads "
+                        "the delivery S3 would write after the first cycle's sweep (its marked objects "
+                        "gone), as a service's next cycle does, instead of the same delivery")  # fmt: skip
     parser.add_argument("--no-mark", action="store_true", help="with --cycles: no separate mark (the "
                         "first cycle is the mark, with the range cache); implies --no-floor")  # fmt: skip
     parser.add_argument(
         "--no-trust-checksums", dest="trust_checksums", action="store_false",
         help="mark without --trust-checksums (the identity-twin guard pairs on size alone)",
     )  # fmt: skip
+    parser.add_argument("--inventory", type=Path, help="with --cycles --no-mark: mark from the deliveries "
+                        "under this directory instead of the synthesized one (e.g. an earlier "
+                        "--after-sweep run's state/inventory-after-sweep)")  # fmt: skip
     parser.add_argument("--driver-memory", default="6g", help="spark.driver.memory (the JVM heap)")
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-seed-scale"))
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     args = parser.parse_args()
+    if args.inventory and not (args.no_mark and not args.after_sweep):
+        parser.error("--inventory needs --cycles --no-mark, without --after-sweep (which writes its own)")
+    if (args.no_mark or args.after_sweep or args.keep_cache) and not args.cycles:
+        parser.error("--no-mark, --after-sweep and --keep-cache need --cycles")
     if args.no_mark and not args.cycles:
         parser.error("--no-mark needs --cycles (the first cycle is then the mark)")
     args.workdir = args.workdir.resolve()
@@ -378,8 +440,9 @@ def main() -> int:
     try:
         with test_server(repo.storage, repo.state, None) as server:
             settings = with_inventory(
-                gc_settings(server.info, repo.storage), repo.inventory, trust_checksums=args.trust_checksums
-            )
+                gc_settings(server.info, repo.storage), args.inventory or repo.inventory,
+                trust_checksums=args.trust_checksums,
+            )  # fmt: skip
             if not args.no_mark:
                 result["mark"] = bench_mark(spark, settings, lambda s, r: compare_with_manifest(s, r, repo))
                 say(f"mark: marked set vs the manifest's garbage: {result['mark']['correctness']}")

@@ -23,11 +23,14 @@ from pathlib import Path
 from urllib.parse import quote_plus
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from lakefs_gc.inventory.delivery import Delivery
 from lakefs_gc.inventory.generate import CONFIG_ID, LOCAL_SOURCE
 from lakefs_gc.inventory.s3 import writer as s3_writer
 from lakefs_gc.inventory.s3.manifest import CHECKSUM, MANIFEST, join
+from lakefs_gc.inventory.s3.reader import read_data_file
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.listing import iter_listing
 from lakefs_gc.storage.locations import StorageLocation
@@ -94,6 +97,53 @@ def write_outputs(
         parts.close()
     location = delivery.finish() if delivery is not None else ""
     return counts, location
+
+
+def next_delivery(
+    previous: Delivery,
+    target: InventoryTarget,
+    namespace: StorageLocation,
+    options: StorageOptions,
+    snapshot: datetime,
+    *,
+    deleted: pa.Array,
+) -> str:
+    """The delivery S3 would write next, at ``snapshot``, after the objects ``deleted``
+    (namespace-relative addresses: a sweep's) were deleted from ``namespace``: the rows of the
+    ``previous`` delivery (on ``target``'s store, read and verified by the product's reader)
+    without them, the ``data/`` objects modified since its snapshot (written through lakeFS
+    since), and ``_lakefs/`` as listed now. Streamed a data file at a time, as the synthesizer
+    writes; the deleted addresses are held in memory. Returns the new manifest's path."""
+    delivery = _Delivery(target, namespace, options, snapshot)
+    since = pa.scalar(previous.snapshot_time, pa.timestamp("ms", tz="UTC"))
+    gone = pc.binary_join_element_wise(delivery.key_prefix, deleted.cast(pa.string()), "")
+    metadata = delivery.key_prefix + "_lakefs/"
+    for data_file in previous.files:
+        for batch in read_data_file(delivery.fs, previous, data_file):
+            rows = (
+                pa.Table.from_batches([batch]).select(_INVENTORY_COLUMNS).cast(_INVENTORY_SCHEMA, safe=False)
+            )
+            keys = rows.column("key")
+            delivery.add_rows(
+                rows.filter(pc.invert(pc.or_(pc.is_in(keys, value_set=gone), pc.starts_with(keys, metadata))))
+            )
+    ns_fs, root = filesystem_for(namespace, options)
+    for listed in iter_listing(ns_fs, root, "data/"):
+        stamps = listed.column("last_modified").cast(pa.timestamp("ms", tz="UTC"), safe=False)
+        written = pa.Table.from_batches([_inventory_batch(delivery, listed, stamps)])
+        delivery.add_rows(written.filter(pc.greater(stamps, since)))
+    return delivery.finish()
+
+
+def _inventory_batch(delivery: _Delivery, listed: pa.RecordBatch, stamps: pa.Array) -> pa.RecordBatch:
+    """Inventory rows of ``listed`` namespace files (no ETag: a listing has none)."""
+    n = listed.num_rows
+    keys = pc.binary_join_element_wise(delivery.key_prefix, listed.column("address"), "")
+    return pa.record_batch(
+        [pa.repeat(pa.scalar(delivery.bucket, pa.string()), n), keys, listed.column("size"), stamps,
+         pa.nulls(n, pa.string()), pa.nulls(n, pa.string())],
+        schema=_INVENTORY_SCHEMA,
+    )  # fmt: skip
 
 
 class _ManifestParts:
@@ -166,14 +216,20 @@ class _Delivery:
         n = len(addresses)
         etags = [objects.etag(a) for a in addresses]
         keys = [self.key_prefix + a for a in addresses]
-        self.pending.append(pa.record_batch(
+        self.add_rows(pa.record_batch(
             [pa.repeat(pa.scalar(self.bucket, pa.string()), n), pa.array(keys, pa.string()),
              sizes,
              pa.repeat(pa.scalar(created * 1000, pa.timestamp("ms", tz="UTC")), n),
              pa.array(etags, pa.string()), pa.repeat(pa.scalar(ENCRYPTION, pa.string()), n)],
             schema=_INVENTORY_SCHEMA,
         ))  # fmt: skip
-        self.pending_rows += n
+
+    def add_rows(self, rows: pa.RecordBatch | pa.Table) -> None:
+        """Inventory rows as they are (:data:`_INVENTORY_SCHEMA`)."""
+        if not rows.num_rows:
+            return
+        self.pending.extend(rows.to_batches() if isinstance(rows, pa.Table) else [rows])
+        self.pending_rows += rows.num_rows
         if self.pending_rows >= self.target.rows_per_file:
             self._write_file()
 
