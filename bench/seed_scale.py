@@ -421,9 +421,7 @@ def main() -> int:
     if args.inventory and not (args.no_mark and not args.after_sweep):
         parser.error("--inventory needs --cycles --no-mark, without --after-sweep (which writes its own)")
     if (args.no_mark or args.after_sweep or args.keep_cache) and not args.cycles:
-        parser.error("--no-mark, --after-sweep and --keep-cache need --cycles")
-    if args.no_mark and not args.cycles:
-        parser.error("--no-mark needs --cycles (the first cycle is then the mark)")
+        parser.error("--no-mark (the first cycle is the mark), --after-sweep and --keep-cache need --cycles")
     args.workdir = args.workdir.resolve()
     args.workdir.mkdir(parents=True, exist_ok=True)
     shape = Spec(*(max(1, round(getattr(args, name) * args.scale)) for name in BOTTOM_LINE))

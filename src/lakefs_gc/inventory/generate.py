@@ -140,7 +140,7 @@ def list_namespace(
     batches: list[pa.RecordBatch] = []
     listed = 0
     for batch in _listing(fs, root):
-        batches.append(_inventory_rows(batch, namespace.container, key_prefix))
+        batches.append(inventory_rows(batch, namespace.container, key_prefix))
         before, listed = listed, listed + batch.num_rows
         if progress and listed // PROGRESS_EVERY > before // PROGRESS_EVERY:
             progress(f"listed {listed:,} objects under {namespace}")
@@ -174,7 +174,8 @@ def _files_directly_in(fs: pafs.FileSystem, root: str, relative: str) -> Iterato
         yield batch
 
 
-def _inventory_rows(listed: pa.RecordBatch, bucket: str, key_prefix: str) -> pa.RecordBatch:
+def inventory_rows(listed: pa.RecordBatch, bucket: str, key_prefix: str) -> pa.RecordBatch:
+    """:data:`INVENTORY_SCHEMA` rows of ``listed`` namespace files (no ETag: a listing has none)."""
     n = listed.num_rows
     return pa.RecordBatch.from_arrays(
         [

@@ -27,7 +27,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from lakefs_gc.inventory.delivery import Delivery
-from lakefs_gc.inventory.generate import CONFIG_ID, LOCAL_SOURCE
+from lakefs_gc.inventory.generate import CONFIG_ID, LOCAL_SOURCE, inventory_rows
 from lakefs_gc.inventory.s3 import writer as s3_writer
 from lakefs_gc.inventory.s3.manifest import CHECKSUM, MANIFEST, join
 from lakefs_gc.inventory.s3.reader import read_data_file
@@ -129,21 +129,10 @@ def next_delivery(
             )
     ns_fs, root = filesystem_for(namespace, options)
     for listed in iter_listing(ns_fs, root, "data/"):
-        stamps = listed.column("last_modified").cast(pa.timestamp("ms", tz="UTC"), safe=False)
-        written = pa.Table.from_batches([_inventory_batch(delivery, listed, stamps)])
-        delivery.add_rows(written.filter(pc.greater(stamps, since)))
+        rows = inventory_rows(listed, delivery.bucket, delivery.key_prefix)
+        written = pa.Table.from_batches([rows]).cast(_INVENTORY_SCHEMA, safe=False)
+        delivery.add_rows(written.filter(pc.greater(written.column("last_modified"), since)))
     return delivery.finish()
-
-
-def _inventory_batch(delivery: _Delivery, listed: pa.RecordBatch, stamps: pa.Array) -> pa.RecordBatch:
-    """Inventory rows of ``listed`` namespace files (no ETag: a listing has none)."""
-    n = listed.num_rows
-    keys = pc.binary_join_element_wise(delivery.key_prefix, listed.column("address"), "")
-    return pa.record_batch(
-        [pa.repeat(pa.scalar(delivery.bucket, pa.string()), n), keys, listed.column("size"), stamps,
-         pa.nulls(n, pa.string()), pa.nulls(n, pa.string())],
-        schema=_INVENTORY_SCHEMA,
-    )  # fmt: skip
 
 
 class _ManifestParts:
