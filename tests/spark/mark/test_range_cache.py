@@ -207,6 +207,8 @@ def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tm
     listed = {p["file"] for p in record["metaranges"]}
     levels = (*record["ranges"].values(), *record["head_entries"].values())
     listed |= {p["file"] for parts in levels for p in parts}
+    committed = record["committed_addresses"]
+    listed |= {committed["ranges"]["file"], *(p["file"] for p in committed["buckets"].values())}
     cache.open(REPO, second.storage_namespace)  # the next cycle deletes what the rewrite replaced
     assert cache_files(cache) == listed | {"_gen/00000002.json"}
 
@@ -299,6 +301,7 @@ def test_killed_generation_is_ignored_and_cleaned(spark: SparkSession, env: GcEn
         "metaranges/part-00000002-killed.parquet": pa.table(
             {"metarange_id": metaranges, "range_id": [range_ids[0]] * len(metaranges)}
         ),
+        "committed/part-00000002-b00000-killed.parquet": pa.table({"address": [saved], "count": [1]}),
     }
     for name, table in killed.items():
         pq.write_table(table, cache.root / name)

@@ -23,18 +23,25 @@ def classify(
     uncommitted: DataFrame,
     cutoff: Cutoff,
     retained: DataFrame | None = None,
+    committed_unique: bool = False,
 ) -> DataFrame:
     """``listed`` plus a ``reason`` column (one of :data:`lakefs_gc.gc.reasons.REASONS`).
 
     ``retained``: addresses of the commits only the retention cross-check keeps (docs/invariants.md,
-    invariant 6): it only ever keeps more.
+    invariant 6): it only ever keeps more. ``committed_unique``: ``committed`` holds each address
+    once already (the range cache's committed-address level), so no ``distinct`` runs over it.
     """
     from pyspark.sql import functions as F
 
-    def flagged(addresses: DataFrame, flag: str) -> DataFrame:
-        return addresses.select("address").distinct().withColumn(flag, F.lit(True))
+    def flagged(addresses: DataFrame, flag: str, unique: bool = False) -> DataFrame:
+        addresses = addresses.select("address")
+        if not unique:
+            return addresses.distinct().withColumn(flag, F.lit(True))
+        # read by Python tasks from a few bucket rows, it looks tiny to Spark's planner, which
+        # would broadcast its ~20M rows at the bottom line (and fail on the driver's memory)
+        return addresses.withColumn(flag, F.lit(True)).hint("merge")
 
-    joined = listed.join(flagged(committed, "_committed"), "address", "left")
+    joined = listed.join(flagged(committed, "_committed", committed_unique), "address", "left")
     joined = joined.join(flagged(uncommitted, "_staged"), "address", "left")
     if retained is None:
         joined = joined.withColumn("_retained", F.lit(None).cast("boolean"))

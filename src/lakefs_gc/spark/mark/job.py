@@ -225,7 +225,7 @@ class _MarkRun:
         classified = self._persist(
             classify(
                 found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff,
-                retained=retained,
+                retained=retained, committed_unique=read.unique and contents is None,
             )
         )  # fmt: skip
         classified = self._guard_twins(classified, checked, contents, heads if evidence else None)
@@ -320,7 +320,7 @@ class _MarkRun:
             metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained, heads=heads or (),
         )  # fmt: skip
         self.stats["range_cache"] = cached.stats
-        return Committed(cached.range_ids, cached.addresses, retained=cached.retained)
+        return Committed(cached.range_ids, cached.addresses, retained=cached.retained, unique=True)
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)

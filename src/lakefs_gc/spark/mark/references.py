@@ -116,6 +116,9 @@ class Committed:
     #: the other metaranges lack: the classification counts what ``addresses`` holds first either
     #: way); None: there are none
     retained: DataFrame | None = None
+    #: ``addresses`` holds each address once already (the range cache's committed-address level):
+    #: the classification needs no ``distinct`` over it
+    unique: bool = False
 
 
 def range_ids_frame(

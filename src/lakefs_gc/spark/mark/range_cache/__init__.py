@@ -2,7 +2,8 @@
 
 :mod:`.cache` is the driver side (records, planning; its docstring has the layout and the
 guarantees), :mod:`.generation` one generation's record, :mod:`.retention` the byte cap,
-:mod:`.tasks` the executor side (reading ranges into cache parts, lookups), :mod:`.heads` the
+:mod:`.tasks` the executor side (reading ranges into cache parts, lookups), :mod:`.committed` every
+address the active ranges hold, kept once between marks (the classification's), :mod:`.heads` the
 identity-twin guard's HEAD trees through the cache.
 """
 

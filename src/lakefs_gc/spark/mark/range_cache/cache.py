@@ -16,6 +16,9 @@ Layout, in a directory the service owns (``<state>/range-cache/<repository>/``) 
     entries/part-<gen>-b<bucket>-<uuid>.parquet    range_id, path, size, address, checksum
                                                    (HEAD ranges only, :mod:`.heads`: written
                                                    with the addresses or by the guard)
+    committed/part-<gen>-b<bucket>-<uuid>.parquet  address, count  (every address the active ranges
+                                                   hold, once: :mod:`.committed`; its buckets by address)
+    committed/ranges-<gen>-<uuid>.parquet          range_id        (the ranges it counts)
     _gen/<gen:08d>.json                            the generation record: every part in use
 
 A cycle writes first, then reads: one job reads the new metaranges into new parts, one reads the
@@ -65,10 +68,12 @@ from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
+from lakefs_gc.spark.mark.range_cache.committed import committed_addresses, update_committed
 from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
-from lakefs_gc.spark.mark.range_cache.levels import _update_ranges
+from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_ranges
 from lakefs_gc.spark.mark.range_cache.lookups import _RangeLookup
 from lakefs_gc.spark.mark.range_cache.tasks import (
+    COMMITTED_DIR,
     ENTRY_DIR,
     EVICT_FRACTION,
     GEN_DIR,
@@ -129,7 +134,7 @@ class RangeCache:
         """The newest generation, after deleting every file it does not list; a part it lists
         that is missing raises. A record of another repository, namespace or format is dropped."""
         if self.directory.is_local:
-            for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR):
+            for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, COMMITTED_DIR, GEN_DIR):
                 (self.directory.local_path / sub).mkdir(parents=True, exist_ok=True)
         number, current = self._latest()
         owner = (repository, storage_namespace)
@@ -189,7 +194,7 @@ class RangeCache:
         return {f: int(i.size or 0) for f, i in zip(files, infos, strict=True)}
 
     def _clean(self, keep: set[str]) -> None:
-        for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR):
+        for sub in (META_DIR, RANGE_DIR, ENTRY_DIR, COMMITTED_DIR, GEN_DIR):
             for name in self.directory.names(sub):
                 if f"{sub}/{name}" not in keep:
                     self.directory.delete(f"{sub}/{name}")
@@ -240,18 +245,19 @@ def committed_frames_cached(
     generation = replace(
         current, number=current.number + 1, metaranges=metaranges, ranges=ranges, entries=entries
     )
-    changed = _buckets(generation) != _buckets(current) or generation.entries != current.entries
-    if generation.shape() != current.shape() or changed:
-        cache.commit(generation)
-    else:
-        generation = current
+    main_ids = ids.where("main").select("id") if only else range_ids
+    level, level_stats = update_committed(spark, cache.store(), current, generation, main_ids, parallelism)
+    stats.update(level_stats)
+    generation = _recorded(cache, current, replace(generation, committed=level))
+    assert generation.committed is not None
     stats["generation"] = generation.number
+    stats["committed_addresses"] = sum(p.rows for p in generation.committed.buckets.values())
     _log.info("%s: range cache %s: %s", repository, cache.root, stats)
-    lookup = on_executor(_RangeLookup(cache.store(), generation.ranges))
+    addresses = committed_addresses(spark, cache.store(), generation.committed, parallelism)
     if len(needed) == len(main):
-        return CachedCommitted(range_ids, bucketed.mapInArrow(lookup, ADDRESS_SCHEMA), None, stats)
-    main_ids, only_ids = ids.where("main").select("id"), ids.where("not main").select("id")
-    addresses = _bucketed(main_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
+        return CachedCommitted(range_ids, addresses, None, stats)
+    lookup = on_executor(_RangeLookup(cache.store(), generation.ranges))
+    only_ids = ids.where("not main").select("id")
     only_retained = _bucketed(only_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
     return CachedCommitted(range_ids, addresses, only_retained, stats)
 
@@ -261,9 +267,20 @@ class CachedCommitted:
     """What :func:`committed_frames_cached` returns: lazy frames over the cache, and its stats."""
 
     range_ids: DataFrame  # ``id``: the ranges of every metarange asked for
-    addresses: DataFrame  # ``ADDRESS_SCHEMA``: those of ``metarange_ids``' ranges
+    addresses: DataFrame  # ``ADDRESS_SCHEMA``: those of ``metarange_ids``' ranges, each once
     retained: DataFrame | None  # those of the ranges only ``retained_ids`` hold; None: none asked for
     stats: dict[str, int]
+
+
+def _recorded(cache: RangeCache, current: Generation, generation: Generation) -> Generation:
+    """``generation`` recorded as the newest, or ``current`` when it differs only in numbering."""
+    changed = _buckets(generation) != _buckets(current) or generation.entries != current.entries
+    if generation.shape() == current.shape() and not changed and generation.committed == current.committed:
+        return current
+    assert generation.committed is not None
+    generation = replace(generation, committed=generation.committed.used_by(generation.number))
+    cache.commit(generation)
+    return generation
 
 
 def _buckets(generation: Generation) -> dict[int, tuple[str, ...]]:
@@ -338,11 +355,3 @@ def _range_ids(
     main = ~F.col("metarange").isin(sorted(only)) if only else F.lit(True)
     head = F.col("metarange").isin(sorted(heads)) if heads else F.lit(False)
     return pairs.groupBy("id").agg(F.max(main).alias("main"), F.max(head).alias("head"))
-
-
-def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
-    """``range_ids`` with its ``bucket``, every bucket in one partition."""
-    from pyspark.sql import functions as F
-
-    bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
-    return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")

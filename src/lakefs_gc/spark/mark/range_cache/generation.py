@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lakefs_gc.spark.mark.range_cache.tasks import Part
@@ -18,6 +18,47 @@ from lakefs_gc.spark.mark.range_cache.tasks import Part
 FORMAT = 1
 #: the record's key of the HEAD entries level (ENTRY_SCHEMA)
 ENTRIES_KEY = "head_entries"
+#: the record's key of the committed-address level (:mod:`.committed`)
+COMMITTED_KEY = "committed_addresses"
+
+
+@dataclass(frozen=True)
+class CommittedLevel:
+    """The committed-address level's parts (:mod:`.committed`): the part listing the ranges it
+    counts (None: it counts none), and one part per bucket that holds an address."""
+
+    ranges: Part | None
+    buckets: Mapping[int, Part] = field(default_factory=dict)
+
+    def parts(self) -> list[Part]:
+        return [*([self.ranges] if self.ranges is not None else []), *self.buckets.values()]
+
+    def used_by(self, number: int) -> CommittedLevel:
+        """The level, every part needed by the mark of generation ``number`` (every mark reads it whole)."""
+        ranges = replace(self.ranges, used=number) if self.ranges is not None else None
+        return CommittedLevel(ranges, {b: replace(p, used=number) for b, p in self.buckets.items()})
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ranges": _part_json(self.ranges) if self.ranges is not None else None,
+            "buckets": {str(b): _part_json(p) for b, p in sorted(self.buckets.items())},
+        }
+
+    @classmethod
+    def from_json(cls, body: dict[str, Any], number: int) -> CommittedLevel:
+        ranges = body["ranges"]
+        return cls(
+            _part(ranges, number) if ranges is not None else None,
+            {int(b): _part(p, number) for b, p in body["buckets"].items()},
+        )
+
+
+def _part_json(part: Part) -> dict[str, Any]:
+    return {"file": part.file, "rows": part.rows, "used": part.used}
+
+
+def _part(body: dict[str, Any], number: int) -> Part:
+    return Part(body["file"], int(body["rows"]), used=int(body.get("used", number)))
 
 
 @dataclass(frozen=True)
@@ -35,6 +76,8 @@ class Generation:
     #: (ENTRY_SCHEMA's address and checksum): not read, so the next open deletes their parts, and
     #: the guard reads those HEAD ranges from lakeFS once more
     entries: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+    #: every address the counted ranges hold, once (:mod:`.committed`); None: not built yet
+    committed: CommittedLevel | None = None
 
     def files(self) -> set[str]:
         return {p.file for p in self.parts()}
@@ -54,6 +97,7 @@ class Generation:
                 str(b): [{"file": p.file, "rows": p.rows, "ranges": p.ranges, "used": p.used} for p in ps]
                 for b, ps in sorted(self.entries.items())
             },
+            COMMITTED_KEY: self.committed.to_json() if self.committed is not None else None,
         }  # fmt: skip
         return json.dumps(body, indent=1)
 
@@ -74,14 +118,17 @@ class Generation:
             }
             for level in ("ranges", ENTRIES_KEY)
         )
+        level = body.get(COMMITTED_KEY)  # an older version's record has none: built afresh
+        committed = CommittedLevel.from_json(level, number) if level is not None else None
         return cls(
             number, str(body["repository"]), str(body["storage_namespace"]),
-            int(body["buckets"]), metaranges, ranges, entries,
+            int(body["buckets"]), metaranges, ranges, entries, committed,
         )  # fmt: skip
 
     def parts(self) -> list[Part]:
         levels = (*self.ranges.values(), *self.entries.values())
-        return [*self.metaranges, *(p for ps in levels for p in ps)]
+        committed = self.committed.parts() if self.committed is not None else []
+        return [*self.metaranges, *(p for ps in levels for p in ps), *committed]
 
     def last_used(self) -> int:
         """The generation of the newest mark that used this cache (0: none)."""

@@ -37,9 +37,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from lakefs_gc.spark.mark.head_trees import HEAD_CONTENTS, HEAD_ENTRIES, LakeFSHeadTrees
-from lakefs_gc.spark.mark.range_cache.cache import RangeCache, _bucketed
+from lakefs_gc.spark.mark.range_cache.cache import RangeCache
 from lakefs_gc.spark.mark.range_cache.generation import Generation
-from lakefs_gc.spark.mark.range_cache.levels import _update_entries
+from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_entries
 from lakefs_gc.spark.mark.range_cache.lookups import _ContentLookup, _EntryLookup
 from lakefs_gc.spark.mark.range_cache.tasks import _MetarangeLookup
 from lakefs_gc.spark.mark.references import MetadataReader

@@ -78,3 +78,11 @@ def _ingest(
     after = sum(p.ranges for ps in ranges.values() for p in ps)
     stats = {"ranges_cached": needed - read, "ranges_read": read, "ranges_evicted": before + read - after}
     return ranges, stats, statuses
+
+
+def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame:
+    """``range_ids`` with its ``bucket``, every bucket in one partition."""
+    from pyspark.sql import functions as F
+
+    bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
+    return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")

@@ -4,14 +4,17 @@ A mark leaves in the cache what it needed and, per bucket, up to half of it no l
 (:mod:`.cache`: rewriting a bucket for every unneeded range would cost more than it saves). That
 bounds the cache by the repository's active ranges, which keep growing with the repository. So
 the service's maintenance, before each mark, trims the newest generation to the cap, one part
-(a metarange part, or a bucket's part of the addresses or of the HEAD entries) at a time:
+(a metarange part, or a bucket's part of the addresses, of the HEAD entries or of the committed
+addresses) at a time:
 
 1. parts the newest mark did not need (nothing its active metaranges reference), least recently
    needed first;
 2. then least recently used: the parts of older marks' generations first, the oldest written first.
 
 What is dropped is only work lost: the next mark reads those metaranges and ranges from lakeFS again
-(and caches them again; a cap below what one mark needs makes every mark read that excess).
+(and caches them again; a cap below what one mark needs makes every mark read that excess). Dropping
+any part of the committed addresses, or any address part, drops that level whole: the next mark
+builds it afresh from the addresses level (:mod:`.committed`).
 The trimmed generation is written as a new record, and the dropped files deleted, before the
 mark opens the cache; a kill in between leaves files the next open deletes.
 """
@@ -58,9 +61,14 @@ def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int
         for level in (generation.ranges, generation.entries)
     )
     metaranges = tuple(p for p in generation.metaranges if p.file not in dropped)
+    committed = generation.committed
+    addresses = {p.file for ps in generation.ranges.values() for p in ps}
+    if committed is not None and dropped & (addresses | {p.file for p in committed.parts()}):
+        committed = None  # whole or not at all; and it must read the ranges it lost (:mod:`.committed`)
     return replace(
-        generation, number=generation.number + 1, metaranges=metaranges, ranges=ranges, entries=entries
-    )
+        generation, number=generation.number + 1, metaranges=metaranges, ranges=ranges, entries=entries,
+        committed=committed,
+    )  # fmt: skip
 
 
 def _drop_order(part: Part, last: int) -> tuple[int, int, int, str]:

@@ -26,6 +26,7 @@ from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.writes import open_output
 
 META_DIR, RANGE_DIR, ENTRY_DIR, GEN_DIR = "metaranges", "ranges", "entries", "_gen"
+COMMITTED_DIR = "committed"  # :mod:`.committed`'s level
 #: a bucket or the metarange level is rewritten to what a cycle needs past this fraction unneeded
 EVICT_FRACTION = 0.5
 MAX_BUCKET_PARTS = 8
@@ -79,10 +80,11 @@ class _Store:
         return self.directory.uri()
 
     def scan(
-        self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str]
+        self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str] | None
     ) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
-        found there to ``found``. Anything unexpected about the file raises, naming it."""
+        found there to ``found`` (None: not collected). Anything unexpected about the file raises,
+        naming it."""
         path = self.directory.uri(part.file)
         ordered = sorted(wanted) if wanted is not None else None
         values = pa.array(ordered, pa.string()) if ordered is not None else None
@@ -98,7 +100,8 @@ class _Store:
                 for batch in parquet.iter_batches(columns=columns, batch_size=_BATCH, row_groups=groups):
                     if values is not None:
                         batch = batch.filter(pc.is_in(batch.column(0), value_set=values))
-                    found.update(pc.unique(batch.column(0)).to_pylist())
+                    if found is not None:
+                        found.update(pc.unique(batch.column(0)).to_pylist())
                     yield batch
         except (OSError, ValueError, KeyError, pa.ArrowException) as e:
             raise RangeCacheError(f"range cache part {path} cannot be read: {e}; {self.hint}") from e

@@ -1,0 +1,156 @@
+"""The range cache's committed-address level: after every mark it counts exactly the addresses of
+the ranges it says it counts (as the addresses level holds them), a mark through it marks what an
+uncached mark marks, and it fails closed: a count that would fall below zero, or a damaged part."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections import Counter
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from pyspark.sql import SparkSession
+
+from lakefs_gc.spark.mark.range_cache import Generation, Part, RangeCache, RangeCacheError
+from lakefs_gc.spark.mark.range_cache.committed import COUNT_SCHEMA, _CountUpdate, _runs, counted_addresses
+from lakefs_gc.spark.mark.range_cache.generation import CommittedLevel
+from lakefs_gc.spark.mark.range_cache.retention import plan_retention
+from lakefs_gc.spark.mark.result import MarkResult
+from tests.spark.mark.test_range_cache import REPO, env, grow, mark, recorded
+from tests.support.gc_env import GcEnv
+from tests.testing.unified_gc import DAY
+
+pytestmark = pytest.mark.usefixtures("spark")
+__all__ = ["env"]  # the fixture, shared with the range cache's tests
+
+
+def newest(cache: RangeCache) -> Generation:
+    generation = cache.latest()
+    assert generation is not None
+    return generation
+
+
+def expected_counts(cache: RangeCache, generation: Generation, ranges: set[str]) -> Counter[str]:
+    """How many entries of ``ranges`` hold each address, read from the addresses level's parts."""
+    counts: Counter[str] = Counter()
+    for parts in generation.ranges.values():
+        for part in parts:
+            for row in pq.read_table(cache.root / part.file).to_pylist():
+                if row["range_id"] in ranges and row["address"] is not None:
+                    counts[row["address"]] += 1
+    return counts
+
+
+def check_level(env: GcEnv, cache: RangeCache, result: MarkResult) -> Counter[str]:
+    """The level of the newest record counts exactly the mark's ranges, entry by entry."""
+    generation = newest(cache)
+    level = generation.committed
+    assert level is not None and level.ranges is not None
+    counted = set(pq.read_table(cache.root / level.ranges.file).column("range_id").to_pylist())
+    assert counted == recorded(env, result, "ranges", "range_id")  # no retained-only metarange here
+    expected = expected_counts(cache, generation, counted)
+    assert counted_addresses(level, cache.store()) == expected and expected
+    assert result.summary["range_cache"]["committed_addresses"] == len(expected)
+    return expected
+
+
+def test_the_level_follows_gained_and_lost_ranges(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    env.lakefs.branch(REPO, "old", "main")
+    for i in range(12):
+        env.lakefs.upload(REPO, "old", f"old/f{i}", f"old-{i}".encode())
+    env.lakefs.commit(REPO, "old", "add old", date=int(time.time()) - 20 * DAY)
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    first, _ = mark(spark, env, cache)
+    stats = first.summary["range_cache"]
+    assert stats["committed_rebuilt"] == 1 and stats["committed_buckets_written"] > 0
+    before = check_level(env, cache, first)
+
+    env.lakefs.branches.delete_branch(REPO, "old")  # its commit is past retention: its ranges are lost
+    grow(env, "wide", "w3", 3)  # and new ranges are gained
+    second, cached = mark(spark, env, cache)
+    stats = second.summary["range_cache"]
+    assert stats["committed_rebuilt"] == 0
+    assert stats["committed_ranges_gained"] > 0 and stats["committed_ranges_lost"] > 0
+    after = check_level(env, cache, second)
+    assert any(a not in after for a in before) and any(a not in before for a in after)
+    assert cached == mark(spark, env, None)[1]
+
+    third, _ = mark(spark, env, cache)  # nothing changed: the level is read as it is
+    stats = third.summary["range_cache"]
+    assert (stats["committed_ranges_gained"], stats["committed_ranges_lost"]) == (0, 0)
+    assert stats["committed_buckets_written"] == 0
+    assert stats["generation"] == second.summary["range_cache"]["generation"]
+
+
+def test_a_level_the_byte_cap_cut_is_built_again(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    """An older version's record (no level) and a byte cap that dropped a part both rebuild it."""
+    meta = Part("metaranges/part-00000002-m.parquet", 4, ids=("m1",), used=2)
+    address = Part("ranges/part-00000001-b00000-a.parquet", 9, ranges=2, used=1)
+    level = CommittedLevel(
+        Part("committed/ranges-00000002-r.parquet", 2, used=2),
+        {0: Part("committed/part-00000002-b00000-c.parquet", 5, used=2)},
+    )
+    generation = Generation(2, "repo", "local://repo", 4, (meta,), {0: (address,)}, committed=level)
+    assert Generation.from_json(json.loads(generation.to_json())) == generation
+    sizes = dict.fromkeys(generation.files(), 100)
+    trimmed = plan_retention(generation, sizes, 300)  # the address part, least recently used, goes
+    assert address.file not in trimmed.files() and trimmed.committed is None
+    assert plan_retention(generation, sizes, 400) is generation
+
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, expected = mark(spark, env, cache)
+    record = cache.root / f"_gen/{newest(cache).number:08d}.json"
+    body = json.loads(record.read_text())
+    body.pop("committed_addresses")  # as a version without the level wrote it
+    record.write_text(json.dumps(body))
+    again, marked = mark(spark, env, cache)
+    assert marked == expected and again.summary["range_cache"]["committed_rebuilt"] == 1
+    check_level(env, cache, again)
+
+
+def test_a_damaged_level_fails_the_mark(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    _, expected = mark(spark, env, cache)
+    level = newest(cache).committed
+    assert level is not None
+    victim = cache.root / sorted(p.file for p in level.buckets.values())[0]
+    intact = victim.read_bytes()
+    table = pq.read_table(victim)
+    pq.write_table(table.slice(0, table.num_rows - 1), victim)  # valid parquet, one row short
+    with pytest.raises(RangeCacheError, match=re.escape(victim.name)):
+        mark(spark, env, cache)
+    victim.write_bytes(intact)
+    assert mark(spark, env, cache)[1] == expected
+
+
+def test_a_count_below_zero_fails(tmp_path: Path) -> None:
+    """Subtracting a lost range's entries from counts that never held them is an inconsistent
+    level: the update raises, naming the address, and writes nothing the record lists."""
+    cache = RangeCache(tmp_path / "cache")
+    cache.open(REPO, "local://unified")
+    part = Part("committed/part-00000001-b00001-x.parquet", 2)
+    pq.write_table(pa.table({"address": ["data/a", "data/b"], "count": [1, 2]}, schema=COUNT_SCHEMA),
+                   cache.root / part.file)  # fmt: skip
+    update = _CountUpdate(cache.store(), 2, {1: part})
+    deltas = pa.record_batch({"bucket": pa.array([1, 1], pa.int32()), "address": ["data/a", "data/b"],
+                              "delta": pa.array([-1, 1], pa.int64())})  # fmt: skip
+    (status,) = [b.to_pylist()[0] for b in update(iter([deltas]))]
+    counts = pq.read_table(cache.root / status["file"]).to_pylist()
+    assert counts == [{"address": "data/b", "count": 3}] and status["rows"] == 1  # data/a reached 0
+    below = pa.record_batch({"bucket": pa.array([1], pa.int32()), "address": ["data/a"],
+                             "delta": pa.array([-2], pa.int64())})  # fmt: skip
+    with pytest.raises(RangeCacheError, match=r"data/a .* below zero"):
+        list(update(iter([below])))
+
+
+def test_runs_split_sorted_batches_by_bucket() -> None:
+    def batch(buckets: list[int]) -> pa.RecordBatch:
+        return pa.record_batch({"bucket": pa.array(buckets, pa.int32()), "n": list(range(len(buckets)))})
+
+    batches = [batch([0, 0, 2]), batch([2, 2, 5]), batch([]), batch([7])]
+    runs = [(b, t.num_rows) for b, t in _runs(iter(batches))]
+    assert runs == [(0, 2), (2, 3), (5, 1), (7, 1)]
