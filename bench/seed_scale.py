@@ -87,7 +87,7 @@ BOTTOM_LINE = {"objects": 20_000_000, "commits": 30_000, "branches": 1_000, "unc
 
 #: the manifest's garbage set, as DuckDB reads the synthesizer's parquet parts
 _GARBAGE_VIEW = (
-    "CREATE VIEW garbage AS SELECT address FROM read_parquet('{manifest}/**/*.parquet') WHERE garbage"
+    "CREATE VIEW {name} AS SELECT address FROM read_parquet('{manifest}/**/*.parquet') WHERE garbage"
 )
 
 
@@ -153,11 +153,10 @@ def compare_with_manifest(settings: Any, result: Any, repo: Synthesized, swept: 
     )
     con = duckdb.connect()
     con.register("marked", marked)
-    view = _GARBAGE_VIEW.format(manifest=repo.manifest)
     if swept is None:
-        con.execute(view)
+        con.execute(_GARBAGE_VIEW.format(name="garbage", manifest=repo.manifest))
     else:
-        con.execute(view.replace("VIEW garbage", "VIEW manifest_garbage"))
+        con.execute(_GARBAGE_VIEW.format(name="manifest_garbage", manifest=repo.manifest))
         con.register("swept", pa.table({"address": swept}))
         remaining = "SELECT address FROM manifest_garbage ANTI JOIN swept USING (address)"
         con.execute(f"CREATE VIEW garbage AS {remaining}")
@@ -242,7 +241,7 @@ def bench_floor(settings: Any, repo: Synthesized, mark: dict[str, Any], workdir:
         SELECT address FROM candidates ANTI JOIN read_parquet('{referenced}') USING (address)
     """)  # fmt: skip
     classify_seconds = time.perf_counter() - start
-    con.execute(_GARBAGE_VIEW.format(manifest=repo.manifest))
+    con.execute(_GARBAGE_VIEW.format(name="garbage", manifest=repo.manifest))
     say(f"floor: DuckDB classification {classify_seconds:.1f}s")
     return {
         "ranges": len(range_ids),

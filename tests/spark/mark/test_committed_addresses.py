@@ -154,3 +154,50 @@ def test_runs_split_sorted_batches_by_bucket() -> None:
     batches = [batch([0, 0, 2]), batch([2, 2, 5]), batch([]), batch([7])]
     runs = [(b, t.num_rows) for b, t in _runs(iter(batches))]
     assert runs == [(0, 2), (2, 3), (5, 1), (7, 1)]
+
+
+def join_above(plan: list[str], node: str) -> str:
+    """The nearest join above the first ``node`` of a physical plan's text (one node per line,
+    indented under its parent)."""
+    at = next(i for i, line in enumerate(plan) if node in line)
+    depth = re.search(r"[A-Za-z]", plan[at]).start()  # type: ignore[union-attr]
+    for line in reversed(plan[:at]):
+        start = re.search(r"[A-Za-z]", line)
+        if start is not None and start.start() < depth:
+            depth = start.start()
+            if "Join" in line[depth:].split(" ")[0]:
+                return line[depth:]
+    raise AssertionError(f"no join above {node}")
+
+
+def test_the_classification_never_broadcasts_the_level(spark: SparkSession, tmp_path: Path) -> None:
+    """Spark planned the join with the level as a sort-merge join, and its adaptive execution then
+    made it a broadcast of the level: at the bottom line 22M addresses, and the driver ran out of
+    heap. The classification asks for a sort-merge join on it, which the plan as run keeps (here
+    too, without the hint, the level would be broadcast); its answers are the same."""
+    from datetime import datetime, timedelta, timezone
+
+    from lakefs_gc.gc import reasons
+    from lakefs_gc.gc.cutoff import Cutoff
+    from lakefs_gc.spark.mark.algebra import classify
+    from lakefs_gc.spark.mark.range_cache.committed import committed_addresses
+
+    cache = RangeCache(tmp_path / "cache")
+    cache.open(REPO, "local://unified")
+    part = Part("committed/part-00000001-b00000-x.parquet", 2)
+    pq.write_table(pa.table({"address": ["data/a", "data/b"], "count": [1, 3]}, schema=COUNT_SCHEMA),
+                   cache.root / part.file)  # fmt: skip
+    level = committed_addresses(spark, cache.store(), CommittedLevel(None, {0: part}), 2)
+    old = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    listed = spark.createDataFrame(
+        [("data/a", 1, old), ("data/c", 1, old)], "address string, size long, last_modified timestamp"
+    )
+    staged = spark.createDataFrame([], "address string")
+    cutoff = Cutoff(old + timedelta(days=1), timedelta(days=1), "test")
+    classified = classify(listed, committed=level, uncommitted=staged, cutoff=cutoff, committed_unique=True)
+    rows = {r["address"]: r["reason"] for r in classified.collect()}
+    # the plan as run: adaptive execution re-plans a join from the sizes its shuffles wrote
+    plan = classified._jdf.queryExecution().executedPlan().toString().splitlines()
+    assert "isFinalPlan=true" in plan[0]
+    assert join_above(plan, "MapInArrow").startswith("SortMergeJoin"), "\n".join(plan)
+    assert rows == {"data/a": reasons.COMMITTED, "data/c": reasons.GARBAGE}

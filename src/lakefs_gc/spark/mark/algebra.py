@@ -37,8 +37,8 @@ def classify(
         addresses = addresses.select("address")
         if not unique:
             return addresses.distinct().withColumn(flag, F.lit(True))
-        # read by Python tasks from a few bucket rows, it looks tiny to Spark's planner, which
-        # would broadcast its ~20M rows at the bottom line (and fail on the driver's memory)
+        # planned as a sort-merge join, Spark's adaptive execution turned it into a broadcast of
+        # the level at run time: at the bottom line 22M rows, and the driver ran out of heap
         return addresses.withColumn(flag, F.lit(True)).hint("merge")
 
     joined = listed.join(flagged(committed, "_committed", committed_unique), "address", "left")
