@@ -24,6 +24,7 @@ from lakefs_gc.spark.ingest.inventory.table import CandidateTable, candidates_fr
 from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
 from lakefs_gc.spark.mark.sources.listing import ListingSource
 from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.spark.sweep.resume import deleted_addresses
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
@@ -90,7 +91,7 @@ class CandidateSets:
         if self.events is None:
             from lakefs_gc.events.model import EVENT_DDL
 
-            return spark.createDataFrame([], EVENT_DDL)
+            return local_frame(spark, [], EVENT_DDL)
         return self.events(spark, parallelism, repository)
 
     def _swept(

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import random
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,7 @@ from lakefs_gc.spark.mark import head_contents, twin_evidence, twins
 from lakefs_gc.spark.mark.range_cache import RangeCache
 from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
 from lakefs_gc.spark.mark.sources.listing import ListingSource
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_storage_namespace
 from tests.support.gc_env import GcEnv, gc_env, run_cli
@@ -66,20 +68,43 @@ def world(seed: int) -> tuple[dict[str, list[str]], list[tuple[str, str]], list[
     return heads, tree, entries, objects, marked
 
 
+@dataclass(frozen=True)
+class TreeSide:
+    """A world's frames as the guard reads them from the HEAD trees: the marked objects, the tree
+    (metarange, range id) and the needed HEAD entries (checkpointed, as the guard does)."""
+
+    heads: dict[str, list[str]]
+    marked: DataFrame
+    tree: DataFrame
+    needed: DataFrame
+
+    def plan(self, spark: SparkSession) -> twins.SizePlan:
+        return twins.plan_sizes(spark, self.marked, self.needed, self.tree, self.heads)
+
+    def exposed(self) -> set[str]:
+        return {r["address"] for r in twin_evidence.exposed(self.marked, self.needed).collect()}
+
+
+def tree_side(spark: SparkSession, seed: int, *, evidence: bool = True) -> TreeSide:
+    heads, tree, entries, objects, marked = world(seed)
+    marked_df = local_frame(spark, marked, "address string, size long, md5 string")
+    tree_df = local_frame(spark, tree, "metarange string, id string")
+    entries_df = local_frame(spark, entries, ENTRIES)
+    objects_df = local_frame(spark, objects, "address string, md5 string") if evidence else None
+    sized = entries_df.join(marked_df.select("size").distinct(), "size", "left_semi")
+    needed = twin_evidence.needed_entries(marked_df, twin_evidence.entry_keys(sized, objects_df))
+    return TreeSide(heads, marked_df, tree_df, needed.localCheckpoint())
+
+
 def spark_pairs(
     spark: SparkSession, seed: int, *, evidence: bool = True
 ) -> tuple[set[tuple[str, str, str]], set[str], twins.SizePlan]:
-    heads, tree, entries, objects, marked = world(seed)
-    marked_df = spark.createDataFrame(marked, "address string, size long, md5 string")
-    tree_df = spark.createDataFrame(tree, "metarange string, id string")
-    entries_df = spark.createDataFrame(entries, ENTRIES)
-    objects_df = spark.createDataFrame(objects, "address string, md5 string") if evidence else None
-    sized = entries_df.join(marked_df.select("size").distinct(), "size", "left_semi")
-    needed = twin_evidence.needed_entries(marked_df, twin_evidence.entry_keys(sized, objects_df))
-    plan = twins.plan_sizes(spark, marked_df, needed, tree_df, heads)
-    rows = twins.twin_pairs(marked_df, needed, tree_df, plan.checked).collect()
-    pairs = {(r["address"], b, r["path"]) for r in rows for b in heads[r["metarange"]]}
-    return pairs, {r["address"] for r in twin_evidence.exposed(marked_df, needed).collect()}, plan
+    """The guard's twin pairs, exposed objects and size plan, from the HEAD trees."""
+    side = tree_side(spark, seed, evidence=evidence)
+    plan = side.plan(spark)
+    rows = twins.twin_pairs(side.marked, side.needed, side.tree, plan.checked).collect()
+    pairs = {(r["address"], b, r["path"]) for r in rows for b in side.heads[r["metarange"]]}
+    return pairs, side.exposed(), plan
 
 
 def rule_pairs(seed: int, *, evidence: bool = True) -> set[tuple[str, str, str]]:
@@ -137,19 +162,22 @@ def test_the_classifications_reading_plans_what_the_trees_do(
     resolve by stats within the budgets, and which to keep), answered from the HEAD entries'
     contents as the classification reads them, are the ones the trees answer."""
     _, _, _, objects, marked = world(seed)
-    marked_df = spark.createDataFrame(marked, "address string, size long, md5 string")
-    contents_df = spark.createDataFrame(
-        contents_of(seed), "address string, size long, checksum string, heads long"
+    marked_df = local_frame(spark, marked, "address string, size long, md5 string")
+    contents_df = local_frame(
+        spark, contents_of(seed), "address string, size long, checksum string, heads long"
     )
-    for evidence, budget in [(True, 10**6), (False, 10**6), (True, 0), (True, 3), (False, 2)]:
-        monkeypatch.setattr(twins, "STAT_BUDGET", budget)
-        objects_df = spark.createDataFrame(objects, "address string, md5 string") if evidence else None
+    for evidence, budgets in [(True, (10**6, 0, 3)), (False, (10**6, 2))]:
+        objects_df = local_frame(spark, objects, "address string, md5 string") if evidence else None
         keys = head_contents.head_keys(twin_evidence.marked_sizes(marked_df), contents_df, objects_df)
-        paired = twin_evidence.exposed(marked_df, keys)
-        _, expected, plan = spark_pairs(spark, seed, evidence=evidence)
-        assert {r["address"] for r in paired.collect()} == expected, (evidence, budget)
-        from_contents = twins.plan_weighted(marked_df, twin_evidence.needed_entries(marked_df, keys), paired)
-        assert planned(from_contents) == planned(plan), (evidence, budget)
+        keys = keys.localCheckpoint()  # as the guard keeps them (and its paired objects)
+        paired = twin_evidence.exposed(marked_df, keys).localCheckpoint()
+        side = tree_side(spark, seed, evidence=evidence)
+        assert {r["address"] for r in paired.collect()} == side.exposed(), evidence
+        for budget in budgets:
+            monkeypatch.setattr(twins, "STAT_BUDGET", budget)
+            needed = twin_evidence.needed_entries(marked_df, keys)
+            from_contents = twins.plan_weighted(marked_df, needed, paired)
+            assert planned(from_contents) == planned(side.plan(spark)), (evidence, budget)
 
 
 def test_over_the_budget_only_exposed_objects_stay_unresolved(
@@ -157,7 +185,8 @@ def test_over_the_budget_only_exposed_objects_stay_unresolved(
 ) -> None:
     monkeypatch.setattr(twins, "STAT_BUDGET", 0)
     for seed in range(6):
-        _, exposed, plan = spark_pairs(spark, seed)
+        side = tree_side(spark, seed)
+        exposed, plan = side.exposed(), side.plan(spark)
         unresolved = set() if plan.unresolved is None else {r["address"] for r in plan.unresolved.collect()}
         assert unresolved == exposed, seed
         assert plan.unresolved_objects == len(exposed)
@@ -306,7 +335,7 @@ def test_the_service_cycle_carries_the_evidence(
     def source() -> CandidateSetSource:
         return CandidateSetSource(
             REPO, Snapshot("d-1", taken, objects), ListingSource(namespace_of(env), env.options),
-            events=lambda spark, _p: spark.createDataFrame([], EVENT_DDL), swept=lambda _s, _p: None,
+            events=lambda spark, _p: local_frame(spark, [], EVENT_DDL), swept=lambda _s, _p: None,
         )  # fmt: skip
 
     info = env.server.connection_info()

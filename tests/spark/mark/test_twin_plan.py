@@ -14,6 +14,7 @@ from pyspark.sql import SparkSession
 
 from lakefs_gc.gc import twins as rule
 from lakefs_gc.spark.mark import twin_evidence, twins
+from lakefs_gc.spark.runtime.frames import local_frame
 
 #: branch HEAD trees: m1 is the HEAD of a and b, m2 of c; range r1 is in both trees, r2 in m2
 HEADS = {"m1": ["a", "b"], "m2": ["c"]}
@@ -28,9 +29,9 @@ def plan(
 ) -> tuple[twins.SizePlan, list[rule.TwinPair]]:
     monkeypatch.setattr(twins, "STAT_BUDGET", stats)
     monkeypatch.setattr(twins, "PAIR_BUDGET", pairs)
-    marked = twin_evidence.with_md5(spark.createDataFrame(MARKED, "address string, size long"))
-    tree = spark.createDataFrame(TREE, "metarange string, id string")
-    sized = spark.createDataFrame(ENTRIES, "id string, path string, size long")
+    marked = twin_evidence.with_md5(local_frame(spark, MARKED, "address string, size long"))
+    tree = local_frame(spark, TREE, "metarange string, id string")
+    sized = local_frame(spark, ENTRIES, "id string, path string, size long")
     needed = twin_evidence.needed_entries(marked, twin_evidence.entry_keys(sized, None))  # no evidence
     size_plan = twins.plan_sizes(spark, marked, needed, tree, HEADS)
     rows = twins.twin_pairs(marked, needed, tree, size_plan.checked).collect()

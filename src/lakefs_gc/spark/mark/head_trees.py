@@ -21,11 +21,13 @@ from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.storage.filesystems import filesystem_for
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
 
+_TREE = pa.schema([("metarange", pa.string()), ("id", pa.string())])
 _ENTRIES = pa.schema(
     [("id", pa.string()), ("path", pa.string()), ("size", pa.int64()),
      ("address", pa.string()), ("checksum", pa.string())]
@@ -61,7 +63,7 @@ class LakeFSHeadTrees:
     reader: MetadataReader
 
     def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
-        heads = spark.createDataFrame([(m,) for m in metaranges], "metarange string")
+        heads = local_frame(spark, [(m,) for m in metaranges], "metarange string")
         heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
         return heads.mapInArrow(on_executor(_HeadRanges(self.reader)), "metarange string, id string")
 
@@ -94,7 +96,10 @@ class _HeadRanges:
             for batch in batches:
                 for metarange in batch.column("metarange").to_pylist():
                     ids = self.reader.read_metarange(client, fs, metarange)
-                    yield pa.RecordBatch.from_pydict({"metarange": [metarange] * len(ids), "id": ids})
+                    # typed: a HEAD with no ranges (an empty branch) gives an empty batch, whose
+                    # inferred null columns the task's writer refuses after a batch of strings
+                    tree = {"metarange": [metarange] * len(ids), "id": ids}
+                    yield pa.RecordBatch.from_pydict(tree, schema=_TREE)
 
 
 class _RangeEntries:

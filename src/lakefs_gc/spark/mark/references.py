@@ -42,6 +42,7 @@ from lakefs_gc.lakefs.ranges import (
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.recent import RecentAddresses, RecentContents
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.sstable.addresses import ContentEntry, HeadEntry
 from lakefs_gc.sstable.graveler import iter_metarange_range_keys
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
@@ -137,7 +138,7 @@ def range_ids_frame(
 
     heads = heads or {}
     unique = list(dict.fromkeys(metarange_ids))  # a metarange listed twice would count its HEADs twice
-    metaranges = spark.createDataFrame([(m, heads.get(m, 0)) for m in unique], "id string, heads long")
+    metaranges = local_frame(spark, [(m, heads.get(m, 0)) for m in unique], "id string, heads long")
     metaranges = metaranges.repartition(max(1, min(parallelism, len(unique))))
     ranges = metaranges.mapInArrow(on_executor(reader.range_ids), KEYED_RANGE_SCHEMA)
     if not heads:
@@ -367,7 +368,7 @@ def uncommitted_frame(
     parallelism: int,
 ) -> DataFrame:
     """Staged addresses from the dump's part files (paths inside ``location``'s filesystem)."""
-    tasks = spark.createDataFrame([(f,) for f in files], "path string")
+    tasks = local_frame(spark, [(f,) for f in files], "path string")
     tasks = tasks.repartition(max(1, min(parallelism, len(files))))
     return tasks.mapInArrow(on_executor(_UncommittedReader(location, options)), ADDRESS_SCHEMA)
 

@@ -58,6 +58,7 @@ from lakefs_gc.spark.mark.twin_evidence import (
     pair_condition,
     with_md5,
 )
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.storage.locations import parse_location, uri_scheme
 
 if TYPE_CHECKING:
@@ -234,9 +235,7 @@ def plan_sizes(
     """
     from pyspark.sql import functions as F
 
-    weights = spark.createDataFrame(
-        [(m, len(b)) for m, b in heads.items()], "metarange string, branches long"
-    )
+    weights = local_frame(spark, [(m, len(b)) for m, b in heads.items()], "metarange string, branches long")
     range_weight = tree.join(weights, "metarange").groupBy("id").agg(F.sum("branches").alias("heads"))
     weighted = needed.join(range_weight, "id").select("size", "key", "heads")
     return plan_weighted(marked, weighted, exposed(marked, needed) if paired is None else paired)
@@ -323,7 +322,7 @@ def _decide(
     decisions = twins.decide(pair_list, answers)
     keep = sorted(d.address for d in decisions if d.verdict is not twins.TwinVerdict.GARBAGE)
     counts: dict[str, Any] = dict(twins.count(pair_list, decisions).summary())
-    kept = spark.createDataFrame([(a,) for a in keep], "address string") if keep else None
+    kept = local_frame(spark, [(a,) for a in keep], "address string") if keep else None
     if plan.unresolved is not None:
         say(
             f"identity twins: {plan.unresolved_objects} objects of {plan.unresolved_sizes} sizes need more "

@@ -70,8 +70,7 @@ from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.range_cache.committed import committed_addresses, update_committed
 from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
-from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_ranges
-from lakefs_gc.spark.mark.range_cache.lookups import _RangeLookup
+from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_ranges, range_addresses
 from lakefs_gc.spark.mark.range_cache.tasks import (
     COMMITTED_DIR,
     ENTRY_DIR,
@@ -86,8 +85,9 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
     _MetarangeWriter,
     _Store,
 )
-from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
+from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
@@ -256,9 +256,8 @@ def committed_frames_cached(
     addresses = committed_addresses(spark, cache.store(), generation.committed, parallelism)
     if len(needed) == len(main):
         return CachedCommitted(range_ids, addresses, None, stats)
-    lookup = on_executor(_RangeLookup(cache.store(), generation.ranges))
     only_ids = ids.where("not main").select("id")
-    only_retained = _bucketed(only_ids, current.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)
+    only_retained = range_addresses(cache.store(), generation, only_ids, parallelism)
     return CachedCommitted(range_ids, addresses, only_retained, stats)
 
 
@@ -315,7 +314,7 @@ def _update_metaranges(
     read = sum(1 for _, source in items if source is None)
     parts: list[Part] = []
     if items:
-        tasks = spark.createDataFrame(items, "id string, source string")
+        tasks = local_frame(spark, items, "id string, source string")
         tasks = tasks.repartition(max(1, min(parallelism, len(items))))
         listed = {p.file: p for p in current.metaranges}
         writer = _MetarangeWriter(cache.store(), reader, current.number + 1, listed)
@@ -348,7 +347,7 @@ def _range_ids(
     by_file: dict[str, list[str]] = defaultdict(list)
     for m in needed:
         by_file[where[m]].append(m)
-    tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
+    tasks = local_frame(spark, sorted(by_file.items()), "file string, ids array<string>")
     tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
     lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts}, True)
     pairs = tasks.mapInArrow(on_executor(lookup), "metarange string, id string")

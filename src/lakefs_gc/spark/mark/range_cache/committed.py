@@ -38,8 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefs_gc.spark.mark.range_cache.generation import CommittedLevel, Generation
-from lakefs_gc.spark.mark.range_cache.levels import _bucketed
-from lakefs_gc.spark.mark.range_cache.lookups import _RangeLookup
+from lakefs_gc.spark.mark.range_cache.levels import range_addresses
 from lakefs_gc.spark.mark.range_cache.tasks import (
     COMMITTED_DIR,
     Part,
@@ -50,6 +49,7 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
 )
 from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -78,7 +78,7 @@ def update_committed(
     number = generation.number
     stats = {"committed_rebuilt": int(previous is None)}
     if previous is None:
-        addresses = _addresses(spark, store, generation, sorted(ids), parallelism)
+        addresses = range_addresses(store, generation, counted, parallelism)
         deltas = addresses.groupBy("address").agg(F.count(F.lit(1)).alias("delta"))
         listed: Mapping[int, Part] = {}
     else:
@@ -111,29 +111,17 @@ def committed_addresses(
 ) -> DataFrame:
     """``ADDRESS_SCHEMA``: every address ``level`` counts, each once."""
     buckets = sorted(level.buckets)
-    tasks = spark.createDataFrame([(b,) for b in buckets], "bucket int")
+    tasks = local_frame(spark, [(b,) for b in buckets], "bucket int")
     tasks = tasks.repartition(max(1, min(parallelism, len(buckets))))
     return tasks.mapInArrow(on_executor(_CountLookup(store, level.buckets)), ADDRESS_SCHEMA)
-
-
-def counted_addresses(level: CommittedLevel | None, store: _Store) -> dict[str, int]:
-    """Every address ``level`` counts, with its count (on the driver: for tests and small caches)."""
-    if level is None:
-        return {}
-    counts: dict[str, int] = {}
-    for part in level.buckets.values():
-        for batch in store.scan(part, COUNT_SCHEMA.names, None, None):
-            counts.update(zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(), strict=True))
-    return counts
 
 
 def _addresses(
     spark: SparkSession, store: _Store, generation: Generation, ids: list[str], parallelism: int
 ) -> DataFrame:
     """The addresses (one row per entry) of the ranges ``ids``, from ``generation``'s addresses level."""
-    frame = spark.createDataFrame([(i,) for i in ids], "id string")
-    bucketed = _bucketed(frame, generation.buckets, parallelism)
-    return bucketed.mapInArrow(on_executor(_RangeLookup(store, generation.ranges)), ADDRESS_SCHEMA)
+    frame = local_frame(spark, [(i,) for i in ids], "id string")
+    return range_addresses(store, generation, frame, parallelism)
 
 
 def _counted(store: _Store, level: CommittedLevel | None) -> set[str] | None:

@@ -44,6 +44,7 @@ from lakefs_gc.spark.mark.range_cache.lookups import _ContentLookup, _EntryLooku
 from lakefs_gc.spark.mark.range_cache.tasks import _MetarangeLookup
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -82,7 +83,7 @@ class CachedHeadTrees:
         by_file: dict[str, list[str]] = defaultdict(list)
         for m in metaranges:
             by_file[where[m]].append(m)
-        tasks = spark.createDataFrame(sorted(by_file.items()), "file string, ids array<string>")
+        tasks = local_frame(spark, sorted(by_file.items()), "file string, ids array<string>")
         tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
         lookup = _MetarangeLookup(self.cache.store(), {p.file: p for p in generation.metaranges}, True)
         return tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
@@ -130,7 +131,7 @@ class CachedHeadTrees:
         :data:`MAX_PUSHED_SIZES`; the paths are never read."""
         from pyspark.sql import functions as F
 
-        weights = spark.createDataFrame(sorted(heads.items()), "metarange string, branches long")
+        weights = local_frame(spark, sorted(heads.items()), "metarange string, branches long")
         tree = self.tree(spark, list(heads), parallelism=parallelism)
         weighted = tree.join(F.broadcast(weights), "metarange").groupBy("id")
         ranges = weighted.agg(F.sum("branches").alias("heads")).localCheckpoint()  # a row per HEAD range

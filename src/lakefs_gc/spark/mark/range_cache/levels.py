@@ -14,8 +14,9 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.spark.mark.range_cache.generation import Generation
+from lakefs_gc.spark.mark.range_cache.lookups import _RangeLookup
 from lakefs_gc.spark.mark.range_cache.tasks import RANGE_STATUS, Part, RangeCacheError, _RangeIngest, _Store
-from lakefs_gc.spark.mark.references import MetadataReader
+from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
 
 if TYPE_CHECKING:
@@ -86,3 +87,10 @@ def _bucketed(range_ids: DataFrame, buckets: int, parallelism: int) -> DataFrame
 
     bucket = F.pmod(F.crc32(F.col("id").cast("binary")), F.lit(buckets)).cast("int")
     return range_ids.withColumn("bucket", bucket).repartition(parallelism, "bucket")
+
+
+def range_addresses(store: _Store, generation: Generation, ids: DataFrame, parallelism: int) -> DataFrame:
+    """``ADDRESS_SCHEMA``: the addresses (one row per entry) of the ranges ``ids`` (column ``id``,
+    each once), looked up in ``generation``'s addresses level by the tasks of their buckets."""
+    lookup = on_executor(_RangeLookup(store, generation.ranges))
+    return _bucketed(ids, generation.buckets, parallelism).mapInArrow(lookup, ADDRESS_SCHEMA)

@@ -22,6 +22,7 @@ from lakefs_gc.inventory.mapping import content_md5s
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5, Candidates, Progress
 from lakefs_gc.spark.mark.sources.listing import ListingSource
 from lakefs_gc.spark.runtime.failures import on_executor
+from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -55,9 +56,7 @@ def candidate_set_frame(
         F.max(F.when(is_created, F.col("event_time"))).alias("_written"),
     )
     if snapshot is None:
-        snapshot = events.sparkSession.createDataFrame(
-            [], "address string, size long, last_modified timestamp"
-        )
+        snapshot = local_frame(events.sparkSession, [], "address string, size long, last_modified timestamp")
     evidence = CONTENT_MD5 in snapshot.columns
     listed = snapshot.select(
         "address",
