@@ -32,4 +32,4 @@ def test_batch_run_on_the_cluster_on_azure(
     )
 
 
-pytestmark = pytest.mark.timeout(2 * TIMEOUT_S)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * TIMEOUT_S)]

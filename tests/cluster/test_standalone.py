@@ -161,4 +161,4 @@ def test_serve_on_the_cluster_with_state_on_s3(
     assert_ran_on_both_workers(spark_cluster, before, secret, s3_world.moto.secret_access_key)
 
 
-pytestmark = pytest.mark.timeout(2 * TIMEOUT_S)
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2 * TIMEOUT_S)]

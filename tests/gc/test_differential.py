@@ -44,6 +44,9 @@ from tests.gc.reference_gc import Model, build_model, namespace_files, relative_
 from tests.testing.sdk import Lakefs
 from tests.testing.test_retention_property import NOW, NOW_TS, PATHS, Clock, History, Rules, Shared
 
+#: minutes of work: handed to the test workers first (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 DAY = 86400
 MIN_AGE_SECONDS = 3600
 # File ages (seconds before the run) keep a margin around the 1 h cutoff for the time the run takes.

@@ -16,6 +16,7 @@ from typing import Any
 from urllib.parse import quote_plus, unquote_plus
 
 import pyarrow.parquet as pq
+import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.events.model import sequencer_order
@@ -50,6 +51,9 @@ from tests.service.histories import (
     wait_for,
     wait_older,
 )
+
+#: minutes of work: handed to the test workers first (tests/conftest.py)
+pytestmark = pytest.mark.slow
 
 REPO = "events-s3"
 SOURCE = "s3"

@@ -30,6 +30,9 @@ from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
 from tests.spark.ingest.test_inventory_stream import ROUTES, deliver
 
+#: minutes of work: handed to the test workers first (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 
 class Ingester:
     def __init__(self, tmp_path: Path) -> None:

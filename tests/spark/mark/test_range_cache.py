@@ -28,7 +28,7 @@ from tests.support.gc_env import GcEnv, gc_env
 from tests.support.jobs import mark as jobs_mark
 from tests.testing.unified_gc import DAY, build_unified_gc
 
-pytestmark = pytest.mark.usefixtures("spark")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spark")]
 
 REPO = "unified"
 RANGE = r"/metadata/range/[^/]+$"

@@ -32,7 +32,7 @@ from tests.testing.unified_gc import EXPECTED_SURVIVORS, UnifiedGcScenario, buil
 if TYPE_CHECKING:
     from lakefs_gc.testing.blockstore import NamespaceStore
 
-pytestmark = pytest.mark.usefixtures("spark")
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("spark")]
 
 REPO = "unified"
 GARBAGE = sorted(name for name, survives in EXPECTED_SURVIVORS.items() if not survives)

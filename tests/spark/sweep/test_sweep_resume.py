@@ -45,6 +45,9 @@ from tests.support.s3_marks import seed_s3_mark
 from tests.support.servers import MotoServer
 from tests.support.throttling import S3SlowDown, moto_behind
 
+#: minutes of work: handed to the test workers first (tests/conftest.py)
+pytestmark = pytest.mark.slow
+
 REPO = "resumed"
 MARK_ID = "g4uk6erfnfus73frbnqr"
 GARBAGE = [f"data/g{i % 17:02d}/garbage-{i:05d}" for i in range(30_000)]
