@@ -115,12 +115,3 @@ def _descriptors_stay_far_from_select_limit() -> Iterator[None]:
             f"the test process holds {sum(kinds.values())} descriptors ({dict(kinds.most_common(5))}); "
             "a server, client or pipe is not closed, and from 1024 py4j stops calling foreachBatch"
         )
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The files with a ``slow`` test (minutes each: kill-and-restart runs, clusters, real servers)
-    first, each file's tests in their order: ``tests/run`` hands the files to the workers in this
-    order (``--no-loadscope-reorder``), so that no worker starts one of them while the others are
-    finishing. xdist's own order, most tests first, handed them out last."""
-    slow = {item.path for item in items if item.get_closest_marker("slow") is not None}
-    items.sort(key=lambda item: item.path not in slow)

@@ -90,6 +90,7 @@ def test_leftovers_come_first_and_new_files_follow_them(world: tuple[Path, Event
     put(directory, 0, 5)
     prefetcher = SpoolPrefetcher("t", lambda: queue, spool, after=2, cap=100, wait_seconds=0.05, ahead=2)
     try:
+        wait_until(lambda: 4 in spool.sequences())  # the queue's messages are spooled behind it
         assert prefetcher.take(2, max_messages=100, timeout=5) == 3  # the leftover alone: its size is unknown
         assert messages_of(spool, 3) == [-3]
         end = prefetcher.take(3, max_messages=100, timeout=5)

@@ -19,13 +19,11 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-from pydantic import SecretStr
 
 from lakefs_gc.gc import retention
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, LakeFSCommitGraph, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommit, ActiveCommits
-from lakefs_gc.lakefs.settings import LakeFSConnection
 from tests.testing.test_retention_property import (
     NOW,
     OPERATIONS,
@@ -41,12 +39,7 @@ from tests.testing.test_retention_property import (
 @pytest.fixture(scope="module")
 def server_and_shared() -> Iterator[tuple[LakeFSCommitGraph, Shared]]:
     with serving_shared() as (shared, server):
-        info = server.connection_info()
-        connection = LakeFSConnection(
-            endpoint=info["endpoint"],
-            access_key_id=info["access_key_id"],
-            secret_access_key=SecretStr(info["secret_access_key"]),
-        )
+        connection = server.connection()
         with LakeFSClient(connection) as gc_client:
             yield LakeFSCommitGraph(gc_client), shared
 

@@ -15,14 +15,12 @@ from pathlib import Path
 
 import lakefs_sdk
 import pytest
-from pydantic import SecretStr
 
 from lakefs_gc.errors import LakeFSError
 from lakefs_gc.gc import retention
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.lakefs.commit_graph import CommitCache, LakeFSCommitGraph, retention_now
 from lakefs_gc.lakefs.retry import RetryPolicy
-from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.lakefs.xid import new_descending_xid
 from lakefs_gc.testing.faults import Fault
 from lakefs_gc.testing.server import LakeFSTestServer
@@ -42,12 +40,7 @@ class Env:
 @pytest.fixture(scope="module")
 def env() -> Iterator[Env]:
     with tempfile.TemporaryDirectory() as tmp, LakeFSTestServer(storage_root=Path(tmp)) as server:
-        info = server.connection_info()
-        connection = LakeFSConnection(
-            endpoint=info["endpoint"],
-            access_key_id=info["access_key_id"],
-            secret_access_key=SecretStr(info["secret_access_key"]),
-        )
+        connection = server.connection()
         retry = RetryPolicy(max_attempts=1, base_delay=0, max_delay=0, sleep=lambda _: None)
         with (
             server.sdk_client() as sdk,
@@ -113,12 +106,7 @@ def test_a_commit_cache_outlives_its_readers(env: Env, tmp_path: Path) -> None:
     history is apart."""
     repo = build(env, "graph-cache", tmp_path)
     cache = CommitCache()
-    info = env.server.connection_info()
-    connection = LakeFSConnection(
-        endpoint=info["endpoint"],
-        access_key_id=info["access_key_id"],
-        secret_access_key=SecretStr(info["secret_access_key"]),
-    )
+    connection = env.server.connection()
     first = LakeFSCommitGraph(env.client, page=2, cache=cache)
     graph = first.commit_graph(repo.name, [repo.dangling])
     assert len(cache) == len(graph.commits) and first.calls > 4

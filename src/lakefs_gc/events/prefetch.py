@@ -101,10 +101,10 @@ class SpoolPrefetcher:
                     return None
                 self._cond.wait(remaining if self._drained else 1.0)
             self._raise_failure()
-            end, total = waiting[0], self._files[waiting[0]].messages or 0
-            for seq in waiting[1:]:
+            end, total = waiting[0], self._files[waiting[0]].messages
+            for seq in waiting[1:]:  # a leftover (size unknown) goes alone, first or not
                 count = self._files[seq].messages
-                if count is None or total + count > max_messages:
+                if total is None or count is None or total + count > max_messages:
                     break
                 end, total = seq, total + count
             self._taken = max(self._taken, end)

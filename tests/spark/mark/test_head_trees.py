@@ -7,10 +7,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 from pyspark.sql import SparkSession
 
-from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.head_trees import LakeFSHeadTrees
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.storage.filesystems import StorageOptions
@@ -35,12 +33,7 @@ def test_an_empty_head_tree_beside_a_full_one_in_one_task(spark: SparkSession, e
     env.lakefs.delete(REPO, "emptied", "a")
     empty = env.lakefs.commit(REPO, "emptied", "nothing left").meta_range_id
     assert full and empty and full != empty
-    info = env.server.connection_info()
-    connection = LakeFSConnection(
-        endpoint=info["endpoint"],
-        access_key_id=info["access_key_id"],
-        secret_access_key=SecretStr(info["secret_access_key"]),
-    )
+    connection = env.server.connection()
     namespace = parse_storage_namespace(f"local://{REPO}", local_root=str(env.storage_root))
     trees = LakeFSHeadTrees(MetadataReader(connection, REPO, f"local://{REPO}", namespace, env.options))
     for order in ([full, empty], [empty, full]):

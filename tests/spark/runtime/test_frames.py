@@ -8,7 +8,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.events.model import EVENT_DDL
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import local_frame, task_frame
 
 CASES = [
     ([("a", ["x", "y"]), ("b", [])], "file string, ids array<string>"),
@@ -31,3 +31,12 @@ def test_the_rows_and_schema_of_create_data_frame(spark: SparkSession, rows: lis
 def test_a_schema_that_is_no_table_is_refused(spark: SparkSession) -> None:
     with pytest.raises(ValueError, match="not a table schema"):
         local_frame(spark, [(1,)], "int")
+
+
+@pytest.mark.parametrize(("n", "parallelism", "tasks"), [(0, 4, 1), (1, 4, 1), (3, 2, 2), (5, 8, 5)])
+def test_a_task_list_runs_one_task_a_row_up_to_the_parallelism(
+    spark: SparkSession, n: int, parallelism: int, tasks: int
+) -> None:
+    frame = task_frame(spark, [(f"f{i}",) for i in range(n)], "path string", parallelism)
+    assert frame.rdd.getNumPartitions() == tasks
+    assert sorted(r.path for r in frame.collect()) == [f"f{i}" for i in range(n)]

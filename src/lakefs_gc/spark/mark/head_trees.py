@@ -21,7 +21,7 @@ from lakefs_gc.gc.retention import CommitGraph
 from lakefs_gc.lakefs.client import LakeFSClient
 from lakefs_gc.spark.mark.references import RANGE_READER_SOURCE, MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.filesystems import filesystem_for
 
 if TYPE_CHECKING:
@@ -63,8 +63,7 @@ class LakeFSHeadTrees:
     reader: MetadataReader
 
     def tree(self, spark: SparkSession, metaranges: list[str], *, parallelism: int) -> DataFrame:
-        heads = local_frame(spark, [(m,) for m in metaranges], "metarange string")
-        heads = heads.repartition(max(1, min(parallelism, len(metaranges))))
+        heads = task_frame(spark, [(m,) for m in metaranges], "metarange string", parallelism)
         return heads.mapInArrow(on_executor(_HeadRanges(self.reader)), "metarange string, id string")
 
     def entries(self, range_ids: DataFrame, *, parallelism: int) -> DataFrame:

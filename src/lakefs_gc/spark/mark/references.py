@@ -42,7 +42,7 @@ from lakefs_gc.lakefs.ranges import (
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.spark.mark.recent import RecentAddresses, RecentContents
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.sstable.addresses import ContentEntry, HeadEntry
 from lakefs_gc.sstable.graveler import iter_metarange_range_keys
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
@@ -138,8 +138,8 @@ def range_ids_frame(
 
     heads = heads or {}
     unique = list(dict.fromkeys(metarange_ids))  # a metarange listed twice would count its HEADs twice
-    metaranges = local_frame(spark, [(m, heads.get(m, 0)) for m in unique], "id string, heads long")
-    metaranges = metaranges.repartition(max(1, min(parallelism, len(unique))))
+    rows = [(m, heads.get(m, 0)) for m in unique]
+    metaranges = task_frame(spark, rows, "id string, heads long", parallelism)
     ranges = metaranges.mapInArrow(on_executor(reader.range_ids), KEYED_RANGE_SCHEMA)
     if not heads:
         return ranges.dropDuplicates(["id"])
@@ -368,8 +368,7 @@ def uncommitted_frame(
     parallelism: int,
 ) -> DataFrame:
     """Staged addresses from the dump's part files (paths inside ``location``'s filesystem)."""
-    tasks = local_frame(spark, [(f,) for f in files], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    tasks = task_frame(spark, [(f,) for f in files], "path string", parallelism)
     return tasks.mapInArrow(on_executor(_UncommittedReader(location, options)), ADDRESS_SCHEMA)
 
 

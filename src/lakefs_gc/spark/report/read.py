@@ -35,7 +35,7 @@ from lakefs_gc.spark.report.layout import (
 )
 from lakefs_gc.spark.report.swept import effective_swept
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.filesystems import is_not_found
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ def read_summary(report: ReportDir) -> StoredSummary:
 def marked_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame:
     """The marked addresses (``deleted/``, column ``address``), read on the executors."""
     files = part_files(report, MARKED)
-    tasks = local_frame(spark, [(f,) for f in files], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    tasks = task_frame(spark, [(f,) for f in files], "path string", parallelism)
     return tasks.mapInArrow(on_executor(_MarkedPartReader(report)), "address string")
 
 
@@ -106,8 +105,7 @@ def recorded_ranges_frame(spark: SparkSession, report: ReportDir, *, parallelism
     files = part_files(report, RANGES)
     if not files:
         raise MarkReportError(f"{report.child(RANGES)} is marked complete but holds no part file")
-    tasks = local_frame(spark, [(f,) for f in files], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    tasks = task_frame(spark, [(f,) for f in files], "path string", parallelism)
     return tasks.mapInArrow(on_executor(_IdPartReader(report, "range_id")), "id string")
 
 

@@ -30,7 +30,7 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.spark.report.layout import SUCCESS_MARKER, SWEPT, ReportDir, part_files
 from lakefs_gc.spark.report.swept import CONFIRMED, is_failed_part, part_order, read_part, run_tag
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.writes import open_output
 
 if TYPE_CHECKING:
@@ -147,8 +147,7 @@ def _parts_frame(
     parallelism: int,
     unreadable: Accumulator[frozenset[str]] | None,
 ) -> DataFrame:
-    tasks = local_frame(spark, [(f,) for f in files], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(files))))
+    tasks = task_frame(spark, [(f,) for f in files], "path string", parallelism)
     return tasks.mapInArrow(
         on_executor(_ConfirmedReader(report, unreadable)), "address string, outcome string"
     )

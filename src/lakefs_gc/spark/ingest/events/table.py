@@ -42,7 +42,7 @@ from lakefs_gc.spark.ingest.events.generations import newest_generation
 from lakefs_gc.spark.ingest.events.source import EventSourceConfig, event_source_class, source_name
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.writes import open_output, write_whole
@@ -316,8 +316,7 @@ def files_frame(
     """The events of some of the table's ``files`` (relative paths), as :func:`events_frame`."""
     _, base = table.filesystem()
     paths = [f"{base}/{part}" for part in files]
-    tasks = local_frame(spark, [(p,) for p in paths], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
+    tasks = task_frame(spark, [(p,) for p in paths], "path string", parallelism)
     return tasks.mapInArrow(on_executor(_PartReader(table, repositories)), EVENT_DDL)
 
 

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.storage.writes import open_output
@@ -187,8 +187,7 @@ def candidates_frame(
     """
     _, base = table.filesystem()
     paths = [f"{base}/{part}" for d in deliveries if d.status == "ingested" for part in d.parts]
-    tasks = local_frame(spark, [(p,) for p in paths], "path string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(paths) or 1)))
+    tasks = task_frame(spark, [(p,) for p in paths], "path string", parallelism)
     frame = tasks.mapInArrow(on_executor(_PartReader(table)), CANDIDATE_DDL)
     return frame.dropDuplicates(["repository", "delivery_id", "address"])
 

@@ -87,7 +87,7 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
 )
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import StorageLocation
@@ -314,8 +314,7 @@ def _update_metaranges(
     read = sum(1 for _, source in items if source is None)
     parts: list[Part] = []
     if items:
-        tasks = local_frame(spark, items, "id string, source string")
-        tasks = tasks.repartition(max(1, min(parallelism, len(items))))
+        tasks = task_frame(spark, items, "id string, source string", parallelism)
         listed = {p.file: p for p in current.metaranges}
         writer = _MetarangeWriter(cache.store(), reader, current.number + 1, listed)
         for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
@@ -347,8 +346,7 @@ def _range_ids(
     by_file: dict[str, list[str]] = defaultdict(list)
     for m in needed:
         by_file[where[m]].append(m)
-    tasks = local_frame(spark, sorted(by_file.items()), "file string, ids array<string>")
-    tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
+    tasks = task_frame(spark, sorted(by_file.items()), "file string, ids array<string>", parallelism)
     lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts}, True)
     pairs = tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
     main = ~F.col("metarange").isin(sorted(only)) if only else F.lit(True)

@@ -49,7 +49,7 @@ from lakefs_gc.spark.mark.range_cache.tasks import (
 )
 from lakefs_gc.spark.mark.references import ADDRESS_SCHEMA
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import local_frame, task_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -111,8 +111,7 @@ def committed_addresses(
 ) -> DataFrame:
     """``ADDRESS_SCHEMA``: every address ``level`` counts, each once."""
     buckets = sorted(level.buckets)
-    tasks = local_frame(spark, [(b,) for b in buckets], "bucket int")
-    tasks = tasks.repartition(max(1, min(parallelism, len(buckets))))
+    tasks = task_frame(spark, [(b,) for b in buckets], "bucket int", parallelism)
     return tasks.mapInArrow(on_executor(_CountLookup(store, level.buckets)), ADDRESS_SCHEMA)
 
 

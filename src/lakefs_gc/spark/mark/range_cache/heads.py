@@ -44,7 +44,7 @@ from lakefs_gc.spark.mark.range_cache.lookups import _ContentLookup, _EntryLooku
 from lakefs_gc.spark.mark.range_cache.tasks import _MetarangeLookup
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import local_frame, task_frame
 
 if TYPE_CHECKING:
     from pyspark import Broadcast
@@ -83,8 +83,7 @@ class CachedHeadTrees:
         by_file: dict[str, list[str]] = defaultdict(list)
         for m in metaranges:
             by_file[where[m]].append(m)
-        tasks = local_frame(spark, sorted(by_file.items()), "file string, ids array<string>")
-        tasks = tasks.repartition(max(1, min(parallelism, len(by_file))))
+        tasks = task_frame(spark, sorted(by_file.items()), "file string, ids array<string>", parallelism)
         lookup = _MetarangeLookup(self.cache.store(), {p.file: p for p in generation.metaranges}, True)
         return tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
 

@@ -28,7 +28,7 @@ from lakefs_gc.inventory.generate import LOCAL_SOURCE
 from lakefs_gc.inventory.mapping import NamespaceRoute, content_md5s, route_rows
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5, LISTED_SCHEMA, Candidates, Progress
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -50,8 +50,7 @@ def inventory_objects(
     """The objects of ``route``'s namespace according to ``delivery`` (``LISTED_SCHEMA`` and
     :data:`CONTENT_MD5`: an S3 delivery with the ETag and EncryptionStatus fields proves it)."""
     indexes = [(i,) for i in range(len(delivery.files))]
-    tasks = local_frame(spark, indexes, "file int")
-    tasks = tasks.repartition(max(1, min(parallelism, len(indexes))))
+    tasks = task_frame(spark, indexes, "file int", parallelism)
     schema = f"{LISTED_SCHEMA}, {CONTENT_MD5} string"
     return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options)), schema)
 

@@ -22,7 +22,7 @@ import pyarrow as pa
 from lakefs_gc.gc.addresses import DATA_PREFIX, deletable_key
 from lakefs_gc.spark.mark.sources.base import LISTED_SCHEMA, Candidates, Progress
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.spark.runtime.frames import local_frame
+from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
 from lakefs_gc.storage.listing import iter_listing, iter_root_files, list_children
 from lakefs_gc.storage.locations import StorageLocation
@@ -62,8 +62,7 @@ def listed_objects(
     parallelism: int,
 ) -> DataFrame:
     """Every deletable-looking object of the namespace (``LISTED_SCHEMA``), listed on the executors."""
-    tasks = local_frame(spark, [(p,) for p in plan.prefixes], "prefix string")
-    tasks = tasks.repartition(max(1, min(parallelism, len(plan.prefixes))))
+    tasks = task_frame(spark, [(p,) for p in plan.prefixes], "prefix string", parallelism)
     return tasks.mapInArrow(on_executor(_ListPrefixes(namespace, options)), LISTED_SCHEMA)
 
 
