@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from tests.support import jvm_archive
 from tests.support.rocksdb import sst_dump  # noqa: F401  (a fixture for every test package)
 
 pytest_plugins = ["tests.support.object_stores", "tests.support.gc_env"]
@@ -28,6 +29,26 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 # session's own JVM, which runs every in-process Spark job, keeps the default (see `spark`).
 _SUBPROCESS_JVM = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", _SUBPROCESS_JVM)
+_archive: jvm_archive.ArchiveBuild | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The run's controller (not each xdist worker: they inherit its environment) has the
+    subprocess JVMs map Spark's classes from an archive (tests/support/jvm_archive.py), built
+    beside the first tests when this machine has none yet. Not when ``$SPARK_SUBMIT_OPTS`` was
+    set from outside."""
+    global _archive
+    if hasattr(config, "workerinput") or os.environ.get("SPARK_SUBMIT_OPTS") != _SUBPROCESS_JVM:
+        return
+    archive = jvm_archive.archive_path()
+    if not archive.exists():
+        _archive = jvm_archive.ArchiveBuild(archive, _SUBPROCESS_JVM)
+    os.environ["SPARK_SUBMIT_OPTS"] = f"{_SUBPROCESS_JVM} {jvm_archive.USE.format(archive)}"
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _archive is not None:
+        _archive.close()
 
 
 def fixtures_root() -> Path:
@@ -65,11 +86,9 @@ def spark() -> Iterator[SparkSession]:
     from lakefs_gc.spark.runtime.session import build_session
 
     # this JVM lives the whole run, where the default JIT pays off: launched without the option
-    opts = (
-        os.environ.pop("SPARK_SUBMIT_OPTS", None)
-        if os.environ.get("SPARK_SUBMIT_OPTS") == _SUBPROCESS_JVM
-        else None
-    )
+    opts = os.environ.get("SPARK_SUBMIT_OPTS")
+    if opts is not None and opts.startswith(_SUBPROCESS_JVM):
+        os.environ["SPARK_SUBMIT_OPTS"] = opts.removeprefix(_SUBPROCESS_JVM).strip()
     try:
         session = build_session(
             "lakefs-gc-tests",

@@ -44,7 +44,7 @@ from tests.gc.reference_gc import Model, build_model, namespace_files, relative_
 from tests.testing.sdk import Lakefs
 from tests.testing.test_retention_property import NOW, NOW_TS, PATHS, Clock, History, Rules, Shared
 
-#: minutes of work: handed to the test workers first (tests/conftest.py)
+#: a minute or more of work (``-m 'not slow'`` leaves it out of a quick run)
 pytestmark = pytest.mark.slow
 
 DAY = 86400

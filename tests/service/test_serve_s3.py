@@ -52,7 +52,7 @@ from tests.service.histories import (
     wait_older,
 )
 
-#: minutes of work: handed to the test workers first (tests/conftest.py)
+#: a minute or more of work (``-m 'not slow'`` leaves it out of a quick run)
 pytestmark = pytest.mark.slow
 
 REPO = "events-s3"

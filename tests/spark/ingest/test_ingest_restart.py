@@ -30,7 +30,7 @@ from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
 from tests.spark.ingest.test_inventory_stream import ROUTES, deliver
 
-#: minutes of work: handed to the test workers first (tests/conftest.py)
+#: a minute or more of work (``-m 'not slow'`` leaves it out of a quick run)
 pytestmark = pytest.mark.slow
 
 

@@ -45,7 +45,7 @@ from tests.support.s3_marks import seed_s3_mark
 from tests.support.servers import MotoServer
 from tests.support.throttling import S3SlowDown, moto_behind
 
-#: minutes of work: handed to the test workers first (tests/conftest.py)
+#: a minute or more of work (``-m 'not slow'`` leaves it out of a quick run)
 pytestmark = pytest.mark.slow
 
 REPO = "resumed"
