@@ -19,7 +19,6 @@ from lakefs_sdk.api.repositories_api import RepositoriesApi
 from lakefs_sdk.api_client import ApiClient
 
 from lakefs_gc.lakefs.client import LakeFSClient
-from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.testing.server import LakeFSTestServer
 
 
@@ -44,17 +43,13 @@ def settles(condition: Callable[[], bool], seconds: float = 10.0) -> bool:
     return True
 
 
-def connection(server: LakeFSTestServer) -> LakeFSConnection:
-    return LakeFSConnection.model_validate(server.connection_info())
-
-
 def test_closed_clients_and_a_stopped_server_leave_no_socket(tmp_path: Path) -> None:
     sockets, threads = open_sockets(), handler_threads()
     with LakeFSTestServer(storage_root=tmp_path) as server:
         for _ in range(3):  # each client keeps its keep-alive connection until it is closed
             with server.sdk_client() as api:
                 RepositoriesApi(api).list_repositories()
-            with LakeFSClient(connection(server)) as client:
+            with LakeFSClient(server.connection()) as client:
                 client.grace_period()
         assert settles(lambda: handler_threads() == threads), "a closed client's connection is still served"
     assert settles(lambda: open_sockets() == sockets), f"{open_sockets() - sockets} sockets left open"

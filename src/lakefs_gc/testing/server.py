@@ -15,8 +15,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
-from pydantic import SecretStr
-
 from lakefs_gc.lakefs.sdk import sdk_client
 from lakefs_gc.lakefs.settings import LakeFSConnection
 from lakefs_gc.testing.api import Services, build_router
@@ -79,12 +77,7 @@ class LakeFSTestServer:
 
     def connection(self) -> LakeFSConnection:
         """How our own client (``lakefs_gc.lakefs``) reaches this server."""
-        info = self.connection_info()
-        return LakeFSConnection(
-            endpoint=info["endpoint"],
-            access_key_id=info["access_key_id"],
-            secret_access_key=SecretStr(info["secret_access_key"]),
-        )
+        return LakeFSConnection.model_validate(self.connection_info())
 
     def sdk_configuration(self) -> Configuration:
         from lakefs_sdk.configuration import Configuration

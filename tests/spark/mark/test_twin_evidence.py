@@ -173,9 +173,9 @@ def test_the_classifications_reading_plans_what_the_trees_do(
         paired = twin_evidence.exposed(marked_df, keys).localCheckpoint()
         side = tree_side(spark, seed, evidence=evidence)
         assert {r["address"] for r in paired.collect()} == side.exposed(), evidence
+        needed = twin_evidence.needed_entries(marked_df, keys)
         for budget in budgets:
             monkeypatch.setattr(twins, "STAT_BUDGET", budget)
-            needed = twin_evidence.needed_entries(marked_df, keys)
             from_contents = twins.plan_weighted(marked_df, needed, paired)
             assert planned(from_contents) == planned(side.plan(spark)), (evidence, budget)
 

@@ -1,4 +1,5 @@
-"""``local_frame``: the same frame ``createDataFrame`` builds from the rows, held as a LocalRelation."""
+"""``local_frame``: the same frame ``createDataFrame`` builds from the rows, held as a LocalRelation;
+``task_frame``: those rows over as many partitions as the parallelism allows."""
 
 from __future__ import annotations
 
