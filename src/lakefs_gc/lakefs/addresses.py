@@ -16,10 +16,14 @@ as RELATIVE, so this is rare.
 
 from __future__ import annotations
 
-from lakefs_gc.storage.locations import uri_scheme
+from lakefs_gc.errors import ConfigError, StorageError
+from lakefs_gc.gc.ports import RepositoryInfo
+from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace, uri_scheme
 
 #: graveler ``AddressType.RELATIVE`` (``catalog.proto``: 0 BY_PREFIX_DEPRECATED, 1 RELATIVE, 2 FULL)
 _RELATIVE = 1
+#: blockstore type (GET /config) → the kind of storage location it serves
+_BLOCKSTORE_KINDS = {"s3": "s3", "azure": "azure", "local": "local", "gs": "gs"}
 
 
 def namespace_prefix(storage_namespace: str) -> str:
@@ -52,3 +56,27 @@ def _is_relative(address_type: int | str) -> bool:
     if isinstance(address_type, str):
         return address_type.upper() == "RELATIVE"
     return int(address_type) == _RELATIVE
+
+
+def collectable_namespace(
+    repo: RepositoryInfo, blockstore_type: str, local_root: str | None
+) -> StorageLocation:
+    """``repo``'s storage namespace, parsed, when a GC may collect it: a writable repository whose
+    namespace is of the kind of storage lakeFS says serves it (``blockstore_type``, GET /config),
+    and one we support; else the error that says which of these it is not."""
+    if repo.read_only:
+        raise ConfigError(f"repository {repo.id!r} is read-only; lakeFS refuses to prepare a GC for it")
+    namespace = parse_storage_namespace(repo.storage_namespace, local_root=local_root)
+    expected = _BLOCKSTORE_KINDS.get(blockstore_type)
+    if expected is None:
+        raise StorageError(
+            f"repository {repo.id!r} lives on a {blockstore_type!r} blockstore: nothing a GC can collect"
+        )
+    if expected != namespace.kind:
+        raise StorageError(
+            f"repository {repo.id!r}: namespace {repo.storage_namespace} is {namespace.kind}, "
+            f"but lakeFS says its blockstore is {blockstore_type}"
+        )
+    if namespace.kind == "gs":
+        raise StorageError("Google Cloud Storage namespaces are not supported yet")
+    return namespace

@@ -4,6 +4,7 @@ The body reads like the algorithm (:func:`mark_run`)::
 
     cutoff = now - max(min age, lakeFS's grace period)           # gc.cutoff
     source = listing | inventory snapshot | candidate set         # chosen before lakeFS is asked
+    candidates = source, read while lakeFS prepares the dump      # sources.prefetch, kept
     staged = lakeFS's uncommitted dump                            # first, completely
     committed = addresses of the active commits' ranges           # then; ranges read on executors
     garbage = candidates - committed - staged, older than cutoff  # gc.algebra, as joins
@@ -11,10 +12,12 @@ The body reads like the algorithm (:func:`mark_run`)::
 
 Order matters and follows lakeFS's design (docs/formats/lakefs-gc-api.md, "Order of the calls"):
 the uncommitted dump completes before the active commits are computed, and ranges are read after
-both, so an object committed in between is still seen. The listing runs last; anything it sees
-that is newer than the cutoff is kept regardless. With an inventory the candidates come from its
-newest usable snapshot (:mod:`lakefs_gc.spark.mark.sources.inventory`), chosen before the dump
-so that a refused inventory leaves no mark behind.
+both, so an object committed in between is still seen. The candidates are read during the wait
+for the dump (:mod:`lakefs_gc.spark.mark.sources.prefetch`): they say which objects exist, never
+which are live, so when they are read does not matter; anything newer than the cutoff is kept
+regardless. With an inventory the candidates come from its newest usable snapshot
+(:mod:`lakefs_gc.spark.mark.sources.inventory`), chosen before the dump so that a refused
+inventory leaves no mark behind.
 
 Fail closed (docs/invariants.md, invariant 4): any error after the dump leaves a ``summary.json``
 with ``success=false`` (so no sweep can follow it) and is raised; before the dump there is no
@@ -31,13 +34,14 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc import __version__
-from lakefs_gc.errors import ConfigError, GcError, StorageError
+from lakefs_gc.errors import GcError
 from lakefs_gc.gc import reasons
 from lakefs_gc.gc.cost import mark_cost
 from lakefs_gc.gc.cutoff import Cutoff, compute_cutoff
 from lakefs_gc.gc.params import MarkParams
 from lakefs_gc.gc.ports import Clock, RepositoryInfo, StagedExport, utc_now
 from lakefs_gc.gc.reports import COMMITS_EXPORT_RUN_ID, MarkSummary
+from lakefs_gc.lakefs.addresses import collectable_namespace
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
@@ -56,13 +60,14 @@ from lakefs_gc.spark.mark.references import (
 from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
+from lakefs_gc.spark.mark.sources.prefetch import CandidatePrefetch
 from lakefs_gc.spark.mark.twin_evidence import marked_sizes, marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
 from lakefs_gc.sstable.catalog import epoch_ns
-from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
+from lakefs_gc.storage.locations import StorageLocation
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -73,8 +78,6 @@ Progress = Callable[[str], None]
 
 #: lakeFS's LinkAddressTime, assumed for servers too old to report their grace period
 DEFAULT_GRACE_PERIOD = timedelta(hours=24)
-#: blockstore type (GET /config) → the kind of storage location it serves
-_BLOCKSTORE_KINDS = {"s3": "s3", "azure": "azure", "local": "local", "gs": "gs"}
 
 
 def mark_run(
@@ -97,7 +100,7 @@ def mark_run(
     say = progress or _log.info
     start, client, repository = clock(), refs.api, params.repository
     repo = client.get_repository(repository)
-    namespace = _namespace(repo, client.blockstore_type(repo.storage_id), refs)
+    namespace = collectable_namespace(repo, client.blockstore_type(repo.storage_id), refs.storage.local_root)
     cutoff = compute_cutoff(
         start,
         grace_period=client.grace_period(default=DEFAULT_GRACE_PERIOD),
@@ -111,32 +114,18 @@ def mark_run(
     context = _MarkContext(
         spark, params, refs, repo, namespace, cutoff, source, start, clock, say, range_cache
     )
+    # read while lakeFS prepares the dump (sources/prefetch.py: the mark's guarantees are unchanged)
+    parallelism = params.parallelism or spark.sparkContext.defaultParallelism
+    found = CandidatePrefetch(spark, source, parallelism=parallelism, say=lambda m: say(f"{repository}: {m}"))
     say(f"{repository}: asking lakeFS for the uncommitted dump")
     try:
         dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
-    except UncommittedDumpError as e:  # lakeFS had started run e.run_id: record the mark as failed
-        _MarkRun(context, e.run_id, None).fail(e)
+    except BaseException as e:
+        found.close()
+        if isinstance(e, UncommittedDumpError):  # lakeFS had started run e.run_id: record the mark as failed
+            _MarkRun(context, e.run_id, None).fail(e)
         raise
-    return _MarkRun(context, dump.run_id, dump).execute()
-
-
-def _namespace(repo: RepositoryInfo, blockstore_type: str, refs: LakeFSRefs) -> StorageLocation:
-    if repo.read_only:
-        raise ConfigError(f"repository {repo.id!r} is read-only; lakeFS refuses to prepare a GC for it")
-    namespace = parse_storage_namespace(repo.storage_namespace, local_root=refs.storage.local_root)
-    expected = _BLOCKSTORE_KINDS.get(blockstore_type)
-    if expected is None:
-        raise StorageError(
-            f"repository {repo.id!r} lives on a {blockstore_type!r} blockstore: nothing a GC can collect"
-        )
-    if expected != namespace.kind:
-        raise StorageError(
-            f"repository {repo.id!r}: namespace {repo.storage_namespace} is {namespace.kind}, "
-            f"but lakeFS says its blockstore is {blockstore_type}"
-        )
-    if namespace.kind == "gs":
-        raise StorageError("Google Cloud Storage namespaces are not supported yet")
-    return namespace
+    return _MarkRun(context, dump.run_id, dump, found).execute()
 
 
 @dataclass(frozen=True)
@@ -159,8 +148,10 @@ class _MarkContext:
 class _MarkRun:
     """One mark after the dump: everything that must end in a report, success or not."""
 
-    def __init__(self, context: _MarkContext, run_id: str, dump: StagedExport | None) -> None:
-        c = context
+    def __init__(
+        self, c: _MarkContext, run_id: str, dump: StagedExport | None, found: CandidatePrefetch | None = None
+    ):
+        self.found = found  # the candidates, being read (None: a mark that only records its failure)
         self.spark, self.params, self.refs, self.repo = c.spark, c.params, c.refs, c.repo
         self.namespace, self.cutoff, self.source = c.namespace, c.cutoff, c.source
         self.run_id, self.dump = run_id, dump
@@ -182,6 +173,8 @@ class _MarkRun:
                 raise
             raise error from e
         finally:
+            if self.found is not None:
+                self.found.close()
             for df in self.persisted:
                 df.unpersist()
         summary = self._summary(True, marked, {"num_deleted_bytes": marked_bytes})
@@ -214,9 +207,8 @@ class _MarkRun:
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
             f"reading ranges on {self.parallelism} partitions"
         )
-        found = self.source.candidates(
-            self.spark, parallelism=self.parallelism, say=lambda m: self.say(f"{self.repo.id}: {m}")
-        )
+        assert self.found is not None
+        found = self.found.result()
         self.stats.update(found.stats)
         evidence = CONTENT_MD5 in found.objects.columns
         contents = None  # with content evidence, the HEAD ranges are read once for the guard too

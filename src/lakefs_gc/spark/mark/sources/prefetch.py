@@ -1,0 +1,97 @@
+"""The candidates, read while lakeFS prepares the uncommitted dump.
+
+lakeFS takes minutes to write the dump of a large staging area (1.7 min at the bottom-line
+repository, bench/README.md), and the mark waits for it with the cluster idle. Reading the
+candidates needs nothing from the dump, so :class:`CandidatePrefetch` reads them in that wait, on
+a thread of its own: hash-partitioned by address, sorted within each partition, and kept
+(persisted) in ``spark.sql.shuffle.partitions`` partitions. The classification's joins then bring
+only the references to them; the candidates are neither read nor shuffled nor sorted again.
+
+Reading the candidates earlier takes nothing out of the mark's guarantees. The candidates are the
+objects that exist and when they were written; what is live is decided by the references read
+after the dump, as before (docs/invariants.md, invariants 1 and 2). An object written after the
+reading is not a candidate, so it is kept; one deleted after it is a candidate a sweep finds gone.
+
+Fail closed (invariant 4): an error of the reading is raised by :meth:`CandidatePrefetch.result`
+in the mark, which then fails as it did when it read them in line. A mark that ends before it asks
+for them (its dump refused, an error after it) cancels the reading and drops what was kept.
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from lakefs_gc.spark.mark.sources.base import CandidateProvider, Candidates, Progress
+
+if TYPE_CHECKING:
+    from pyspark.sql import DataFrame, SparkSession
+
+#: how long closing waits for a cancelled reading's thread to end
+_CLOSE_WAIT_SECONDS = 60.0
+_GROUPS = itertools.count(1)
+
+
+class CandidatePrefetch:
+    """The candidates of ``source``, read on a thread from the moment it is created."""
+
+    def __init__(
+        self, spark: SparkSession, source: CandidateProvider, *, parallelism: int, say: Progress
+    ) -> None:
+        from pyspark import InheritableThread
+
+        self._spark, self._source, self._parallelism, self._say = spark, source, parallelism, say
+        self._group = f"lakefs-gc-candidates-{id(self)}-{next(_GROUPS)}"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._found: Candidates | None = None
+        self._kept: DataFrame | None = None
+        self._error: BaseException | None = None
+        self._thread = InheritableThread(target=self._read, name="lakefs-gc candidates", daemon=True)
+        self._thread.start()
+
+    def result(self) -> Candidates:
+        """The candidates, once read (their ``objects`` kept until :meth:`close`); the reading's error."""
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        assert self._found is not None
+        return self._found
+
+    def close(self) -> None:
+        """Cancel a reading still running, wait for its thread, and drop the kept candidates."""
+        with self._lock:
+            self._closed = True
+            running = self._thread.is_alive()
+        if running:
+            self._spark.sparkContext.cancelJobGroup(self._group)
+            self._thread.join(_CLOSE_WAIT_SECONDS)
+        with self._lock:
+            kept, self._kept = self._kept, None
+        if kept is not None:
+            kept.unpersist()
+
+    def _read(self) -> None:
+        from pyspark import StorageLevel
+
+        self._spark.sparkContext.setJobGroup(self._group, "lakefs-gc: the mark's candidates", True)
+        try:
+            found = self._source.candidates(self._spark, parallelism=self._parallelism, say=self._say)
+            partitions = int(self._spark.conf.get("spark.sql.shuffle.partitions") or self._parallelism)
+            # the joins' own partitioning and order: Spark shuffles only the references to it
+            objects = found.objects.repartition(partitions, "address").sortWithinPartitions("address")
+            kept = objects.persist(StorageLevel.MEMORY_AND_DISK)
+            with self._lock:
+                closed = self._closed
+                if not closed:
+                    self._kept = kept
+            if closed:  # the mark ended before the reading began
+                kept.unpersist()
+                return
+            count = kept.count()
+            self._say(f"candidates read and kept for the classification: {count:,}")
+            self._found = replace(found, objects=kept)
+        except BaseException as e:  # raised by result(), in the mark
+            self._error = e
