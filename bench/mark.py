@@ -33,6 +33,7 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -386,21 +387,34 @@ def print_stages(w: Callable[[str], Any], stages: list[dict[str, Any]]) -> None:
 
 @dataclass
 class Timeline:
-    """The mark's progress lines with the seconds since its start."""
+    """The mark's progress lines with the seconds since its start. A line said on another thread
+    (the candidates, read while lakeFS prepares the dump: spark/mark/sources/prefetch.py) is a
+    lane of its own, named ``[thread]``: a phase of the mark's thread ends at that thread's next
+    line, so the dump's wait is not cut in two by the candidates' progress."""
 
     start: float = field(default_factory=time.perf_counter)
-    lines: list[tuple[float, str]] = field(default_factory=list)
+    lines: list[tuple[float, str, str]] = field(default_factory=list)
 
     def __call__(self, message: str) -> None:
         elapsed = time.perf_counter() - self.start
-        self.lines.append((elapsed, message))
-        say(f"  +{elapsed:6.1f}s {message}")
+        thread = threading.current_thread()
+        lane = "" if thread is threading.main_thread() else thread.name
+        self.lines.append((elapsed, lane, message))
+        say(f"  +{elapsed:6.1f}s {f'[{lane}] ' if lane else ''}{message}")
 
     def phases(self, end: float) -> list[dict[str, Any]]:
-        marks = [*self.lines, (end, "")]
-        return [
-            {"phase": m[:90], "seconds": round(marks[i + 1][0] - t, 2)} for i, (t, m) in enumerate(marks[:-1])
-        ]
+        """Each line's phase, until the next line of its lane (the mark's lane: the end; another
+        lane's last line: its own end, 0 s)."""
+        found = []
+        for lane in dict.fromkeys(lane for _, lane, _ in self.lines):
+            marks = [(t, m) for t, line_lane, m in self.lines if line_lane == lane]
+            ends = [t for t, _ in marks[1:]] + [end if not lane else marks[-1][0]]
+            prefix = f"[{lane}] " if lane else ""
+            found += [
+                {"phase": (prefix + m)[:90], "seconds": round(until - t, 2), "at": round(t, 2)}
+                for (t, m), until in zip(marks, ends, strict=True)
+            ]
+        return sorted(found, key=lambda p: p["at"])
 
 
 def gc_settings(

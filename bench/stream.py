@@ -857,7 +857,7 @@ def print_gc(w: Callable[[str], Any], gc: dict[str, Any]) -> None:
         w(f"; uncached / cached mark: first state "
           f"{gc['uncached_first']['mark']['seconds'] / first['mark']['seconds']:.2f}x, second state "
           f"{gc['uncached']['mark']['seconds'] / second['mark']['seconds']:.2f}x")  # fmt: skip
-    w("\n  mark phases (s, from mark_run's progress lines; each phase ends at the next line):\n")
+    w("\n  mark phases (s, from mark_run's progress lines; a phase ends at its thread's next line):\n")
     for label, key in (("uncached, first", "uncached_first"), ("first cycle", "first"),
                        ("second cycle", "second"), ("uncached, second", "uncached")):  # fmt: skip
         if gc.get(key):
