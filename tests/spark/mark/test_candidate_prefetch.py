@@ -19,7 +19,7 @@ from lakefs_gc.gc.cutoff import Cutoff
 from lakefs_gc.spark.mark.algebra import classify
 from lakefs_gc.spark.mark.sources.base import Candidates, Progress
 from lakefs_gc.spark.mark.sources.listing import ListingSource
-from lakefs_gc.spark.mark.sources.prefetch import CandidatePrefetch
+from lakefs_gc.spark.mark.sources.prefetch import CandidatePrefetch, kept_partitions
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_storage_namespace
 
@@ -117,3 +117,8 @@ def test_a_mark_that_ends_first_cancels_the_reading_and_keeps_nothing(spark: Spa
     found.close()
     assert time.monotonic() - started < 30  # cancelled, not read to the end (100,000 x 50 ms)
     assert persisted(spark) == before
+
+
+def test_the_kept_partition_count_is_a_power_of_two() -> None:
+    """It divides the range cache's bucket count (256 by default) or is a multiple of it."""
+    assert [kept_partitions(n) for n in (1, 2, 3, 4, 5, 200, 256, 257)] == [1, 2, 4, 4, 8, 256, 256, 512]

@@ -99,7 +99,8 @@ def test_the_level_follows_gained_and_lost_ranges(spark: SparkSession, env: GcEn
 
 
 def test_a_level_the_byte_cap_cut_is_built_again(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
-    """An older version's record (no level) and a byte cap that dropped a part both rebuild it."""
+    """An older version's record (no level, or one spread over its buckets otherwise) and a byte
+    cap that dropped a part all rebuild it."""
     meta = Part("metaranges/part-00000002-m.parquet", 4, ids=("m1",), used=2)
     address = Part("ranges/part-00000001-b00000-a.parquet", 9, ranges=2, used=1)
     level = CommittedLevel(
@@ -122,6 +123,15 @@ def test_a_level_the_byte_cap_cut_is_built_again(spark: SparkSession, env: GcEnv
     again, marked = mark(spark, env, cache)
     assert marked == expected and again.summary["range_cache"]["committed_rebuilt"] == 1
     check_level(env, cache, again)
+
+    record = cache.root / f"_gen/{newest(cache).number:08d}.json"
+    body = json.loads(record.read_text())
+    body["committed_addresses"].pop("bucketing")  # as the version that spread it by crc32 wrote it
+    record.write_text(json.dumps(body))
+    assert newest(cache).committed is None  # never looked up in buckets it was not spread over
+    third, marked = mark(spark, env, cache)
+    assert marked == expected and third.summary["range_cache"]["committed_rebuilt"] == 1
+    check_level(env, cache, third)
 
 
 def test_a_damaged_level_fails_the_mark(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
@@ -213,3 +223,57 @@ def test_the_classification_never_broadcasts_the_level(spark: SparkSession, tmp_
     assert "isFinalPlan=true" in plan[0]
     assert join_above(plan, "MapInArrow").startswith("SortMergeJoin"), "\n".join(plan)
     assert rows == {"data/a": reasons.COMMITTED, "data/c": reasons.GARBAGE}
+
+
+def test_the_level_flags_the_candidates_in_their_own_tasks(spark: SparkSession, tmp_path: Path) -> None:
+    """Candidates hash-partitioned by address into a divisor or a multiple of the level's bucket
+    count are flagged in their own tasks (no join with the level); another count is joined. The
+    verdicts are the same either way, and do not depend on the partitioning being as declared:
+    a task reads the buckets its rows belong to, as Spark computes them."""
+    from collections import defaultdict
+    from datetime import datetime, timedelta, timezone
+
+    from lakefs_gc.gc import reasons
+    from lakefs_gc.gc.cutoff import Cutoff
+    from lakefs_gc.spark.mark.algebra import classify
+    from lakefs_gc.spark.mark.range_cache.committed import (
+        CommittedLookup,
+        committed_addresses,
+        committed_bucket,
+    )
+
+    buckets, committed = 8, [f"data/c/{i}" for i in range(300)]
+    others = [f"data/o/{i}" for i in range(200)]
+    cache = RangeCache(tmp_path / "cache", buckets=buckets)
+    cache.open(REPO, "local://unified")
+    spread: defaultdict[int, list[str]] = defaultdict(list)
+    addresses = spark.createDataFrame([(a,) for a in committed], "address string")
+    for row in addresses.select("address", committed_bucket(buckets).alias("b")).collect():
+        spread[row["b"]].append(row["address"])
+    parts = {}
+    for bucket, held in spread.items():
+        parts[bucket] = Part(f"committed/part-00000001-b{bucket:05d}-x.parquet", len(held))
+        counts = pa.table({"address": held, "count": [1] * len(held)}, schema=COUNT_SCHEMA)
+        pq.write_table(counts, cache.root / parts[bucket].file)
+    level = CommittedLevel(None, parts)
+    store = cache.store()
+    lookup = CommittedLookup(store, level, buckets, committed_addresses(spark, store, level, 2))
+    old = datetime(2020, 1, 1, tzinfo=timezone.utc)
+    rows = [(a, 1, old) for a in [*committed[::2], *others]]
+    listed = spark.createDataFrame(rows, "address string, size long, last_modified timestamp")
+    staged = spark.createDataFrame([(a,) for a in others[:50]], "address string")
+    cutoff = Cutoff(old + timedelta(days=1), timedelta(days=1), "test")
+    expected = {
+        **dict.fromkeys(committed[::2], reasons.COMMITTED),
+        **dict.fromkeys(others[:50], reasons.UNCOMMITTED),
+        **dict.fromkeys(others[50:], reasons.GARBAGE),
+    }
+    # (partitioned into, declared): 3 fits neither way; 3 declared as 4, the verdicts still hold
+    for into, declared in ((2, 2), (8, 8), (16, 16), (3, 3), (3, 4)):
+        kept = listed.repartition(into, "address").sortWithinPartitions("address")
+        classified = classify(kept, committed=lookup, uncommitted=staged, cutoff=cutoff, partitions=declared)
+        assert {r["address"]: r["reason"] for r in classified.collect()} == expected, (into, declared)
+        plan = classified._jdf.queryExecution().executedPlan().toString().split("== Initial Plan ==")[0]
+        joins = plan.count("Join ")  # in the plan as run
+        assert joins == (1 if lookup.fits(declared) else 2), (into, declared, plan)
+    assert [lookup.fits(n) for n in (1, 2, 8, 16, 3, None)] == [True, True, True, True, False, False]

@@ -45,7 +45,7 @@ from lakefs_gc.lakefs.addresses import collectable_namespace
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
-from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
+from lakefs_gc.spark.mark.algebra import AddressLookup, classify, garbage, keep_as
 from lakefs_gc.spark.mark.head_contents import heads_to_read, split_references
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
 from lakefs_gc.spark.mark.range_cache.heads import CachedHeadTrees
@@ -214,10 +214,13 @@ class _MarkRun:
         contents = None  # with content evidence, the HEAD ranges are read once for the guard too
         if read.with_heads is not None and evidence:
             committed, contents = split_references(self._persist(read.with_heads))
+        level = self._level(read, found.partitions) if contents is None else None
         classified = self._persist(
             classify(
-                found.objects, committed=committed, uncommitted=uncommitted, cutoff=self.cutoff,
+                found.objects, committed=committed if level is None else level, uncommitted=uncommitted,
+                cutoff=self.cutoff,
                 retained=retained, committed_unique=read.unique and contents is None,
+                partitions=found.partitions,
             )
         )  # fmt: skip
         classified = self._guard_twins(classified, checked, contents, heads if evidence else None)
@@ -312,7 +315,14 @@ class _MarkRun:
             metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained, heads=heads or (),
         )  # fmt: skip
         self.stats["range_cache"] = cached.stats
-        return Committed(cached.range_ids, cached.addresses, retained=cached.retained, unique=True)
+        level, retained_only = cached.lookup, cached.retained
+        return Committed(cached.range_ids, level.addresses, retained=retained_only, unique=True, lookup=level)
+
+    def _level(self, read: Committed, partitions: int | None) -> AddressLookup | None:
+        """The range cache's level as the classification's lookup (None: no cache); stats say how."""
+        if read.lookup is not None:
+            self.stats["range_cache"]["committed_in_place"] = int(read.lookup.fits(partitions))
+        return read.lookup
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)

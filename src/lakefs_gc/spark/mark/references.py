@@ -52,6 +52,8 @@ if TYPE_CHECKING:
     import pyarrow.fs as pafs
     from pyspark.sql import DataFrame, SparkSession
 
+    from lakefs_gc.spark.mark.algebra import AddressLookup
+
 ADDRESS_SCHEMA = "address string"
 #: :func:`range_references`' rows: an address, and for a HEAD entry's contents its size, recorded
 #: checksum and ``heads``: how many branch HEADs hold entries of these contents (summed over them)
@@ -120,6 +122,9 @@ class Committed:
     #: ``addresses`` holds each address once already (the range cache's committed-address level):
     #: the classification needs no ``distinct`` over it
     unique: bool = False
+    #: the same addresses as a lookup the classification flags its rows with in place (the range
+    #: cache's level); None: joined
+    lookup: AddressLookup | None = None
 
 
 def range_ids_frame(

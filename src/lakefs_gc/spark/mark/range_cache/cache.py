@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
-from lakefs_gc.spark.mark.range_cache.committed import committed_addresses, update_committed
+from lakefs_gc.spark.mark.range_cache.committed import CommittedLookup, committed_addresses, update_committed
 from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
 from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_ranges, range_addresses
 from lakefs_gc.spark.mark.range_cache.tasks import (
@@ -254,11 +254,12 @@ def committed_frames_cached(
     stats["committed_addresses"] = sum(p.rows for p in generation.committed.buckets.values())
     _log.info("%s: range cache %s: %s", repository, cache.root, stats)
     addresses = committed_addresses(spark, cache.store(), generation.committed, parallelism)
+    lookup = CommittedLookup(cache.store(), generation.committed, generation.buckets, addresses)
     if len(needed) == len(main):
-        return CachedCommitted(range_ids, addresses, None, stats)
+        return CachedCommitted(range_ids, lookup, None, stats)
     only_ids = ids.where("not main").select("id")
     only_retained = range_addresses(cache.store(), generation, only_ids, parallelism)
-    return CachedCommitted(range_ids, addresses, only_retained, stats)
+    return CachedCommitted(range_ids, lookup, only_retained, stats)
 
 
 @dataclass(frozen=True)
@@ -266,7 +267,9 @@ class CachedCommitted:
     """What :func:`committed_frames_cached` returns: lazy frames over the cache, and its stats."""
 
     range_ids: DataFrame  # ``id``: the ranges of every metarange asked for
-    addresses: DataFrame  # ``ADDRESS_SCHEMA``: those of ``metarange_ids``' ranges, each once
+    #: those of ``metarange_ids``' ranges, each once (``addresses``: ``ADDRESS_SCHEMA``), also as
+    #: the classification's lookup
+    lookup: CommittedLookup
     retained: DataFrame | None  # those of the ranges only ``retained_ids`` hold; None: none asked for
     stats: dict[str, int]
 

@@ -20,6 +20,9 @@ FORMAT = 1
 ENTRIES_KEY = "head_entries"
 #: the record's key of the committed-address level (:mod:`.committed`)
 COMMITTED_KEY = "committed_addresses"
+#: how that level spreads its addresses over buckets (:func:`.committed.committed_bucket`); a level
+#: recorded with another (an older version's: crc32) reads as none, and is built afresh
+BUCKETING = "spark-murmur3"
 
 
 @dataclass(frozen=True)
@@ -40,12 +43,17 @@ class CommittedLevel:
 
     def to_json(self) -> dict[str, Any]:
         return {
+            "bucketing": BUCKETING,
             "ranges": _part_json(self.ranges) if self.ranges is not None else None,
             "buckets": {str(b): _part_json(p) for b, p in sorted(self.buckets.items())},
         }
 
     @classmethod
-    def from_json(cls, body: dict[str, Any], number: int) -> CommittedLevel:
+    def from_json(cls, body: dict[str, Any], number: int) -> CommittedLevel | None:
+        """The level ``body`` records; None when its buckets are spread otherwise than this
+        version looks them up (an address would be sought in the wrong bucket)."""
+        if body.get("bucketing") != BUCKETING:
+            return None
         ranges = body["ranges"]
         return cls(
             _part(ranges, number) if ranges is not None else None,
@@ -118,7 +126,7 @@ class Generation:
             }
             for level in ("ranges", ENTRIES_KEY)
         )
-        level = body.get(COMMITTED_KEY)  # an older version's record has none: built afresh
+        level = body.get(COMMITTED_KEY)  # an older version's record has none, or another: built afresh
         committed = CommittedLevel.from_json(level, number) if level is not None else None
         return cls(
             number, str(body["repository"]), str(body["storage_namespace"]),

@@ -30,6 +30,9 @@ class Candidates:
     objects: DataFrame  # LISTED_SCHEMA, one row per address
     first_slice: str | None  # lakeFS's informational field; None: take it from the objects
     stats: dict[str, Any] = field(default_factory=dict)  # source-specific summary keys
+    #: ``objects`` are hash-partitioned by address into this many partitions, each sorted by
+    #: address (:mod:`.prefetch`); None: as the source read them
+    partitions: int | None = None
 
 
 class CandidateProvider(Protocol):

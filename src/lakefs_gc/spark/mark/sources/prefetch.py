@@ -3,9 +3,11 @@
 lakeFS takes minutes to write the dump of a large staging area (1.7 min at the bottom-line
 repository, bench/README.md), and the mark waits for it with the cluster idle. Reading the
 candidates needs nothing from the dump, so :class:`CandidatePrefetch` reads them in that wait, on
-a thread of its own: hash-partitioned by address, sorted within each partition, and kept
-(persisted) in ``spark.sql.shuffle.partitions`` partitions. The classification's joins then bring
-only the references to them; the candidates are neither read nor shuffled nor sorted again.
+a thread of its own: hash-partitioned by address (``spark.sql.shuffle.partitions`` rounded up to a
+power of two: :func:`kept_partitions`), sorted within each partition, and kept (persisted). The
+classification's joins then bring only the references to them, and the range cache's level flags
+them in place (:class:`~lakefs_gc.spark.mark.range_cache.committed.CommittedLookup`); the
+candidates are neither read nor shuffled nor sorted again.
 
 Reading the candidates earlier takes nothing out of the mark's guarantees. The candidates are the
 objects that exist and when they were written; what is live is decided by the references read
@@ -79,7 +81,7 @@ class CandidatePrefetch:
         self._spark.sparkContext.setJobGroup(self._group, "lakefs-gc: the mark's candidates", True)
         try:
             found = self._source.candidates(self._spark, parallelism=self._parallelism, say=self._say)
-            partitions = int(self._spark.conf.get("spark.sql.shuffle.partitions") or self._parallelism)
+            partitions = kept_partitions(int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1))
             # the joins' own partitioning and order: Spark shuffles only the references to it
             objects = found.objects.repartition(partitions, "address").sortWithinPartitions("address")
             kept = objects.persist(StorageLevel.MEMORY_AND_DISK)
@@ -92,6 +94,14 @@ class CandidatePrefetch:
                 return
             count = kept.count()
             self._say(f"candidates read and kept for the classification: {count:,}")
-            self._found = replace(found, objects=kept)
+            self._found = replace(found, objects=kept, partitions=partitions)
         except BaseException as e:  # raised by result(), in the mark
             self._error = e
+
+
+def kept_partitions(shuffle_partitions: int) -> int:
+    """The kept candidates' partition count: ``spark.sql.shuffle.partitions`` rounded up to a power
+    of two, so that it divides the range cache's bucket count or is a multiple of it (256 by
+    default: :class:`~lakefs_gc.spark.mark.range_cache.committed.CommittedLookup` then flags the
+    candidates in place). The joins with the references use that count too."""
+    return 1 << max(0, shuffle_partitions - 1).bit_length()
