@@ -150,7 +150,7 @@ class _MarkRun:
 
     def __init__(
         self, c: _MarkContext, run_id: str, dump: StagedExport | None, found: CandidatePrefetch | None = None
-    ):
+    ) -> None:
         self.found = found  # the candidates, being read (None: a mark that only records its failure)
         self.spark, self.params, self.refs, self.repo = c.spark, c.params, c.refs, c.repo
         self.namespace, self.cutoff, self.source = c.namespace, c.cutoff, c.source
@@ -218,8 +218,7 @@ class _MarkRun:
         classified = self._persist(
             classify(
                 found.objects, committed=committed if level is None else level, uncommitted=uncommitted,
-                cutoff=self.cutoff,
-                retained=retained, committed_unique=read.unique and contents is None,
+                cutoff=self.cutoff, retained=retained, committed_unique=read.unique and contents is None,
                 partitions=found.partitions,
             )
         )  # fmt: skip

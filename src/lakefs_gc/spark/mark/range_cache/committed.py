@@ -8,9 +8,9 @@ marks: one row per address with the number of entries of the counted ranges that
 so that losing one of two ranges that hold an address keeps it), spread over buckets by Spark's
 hash of the address (:func:`committed_bucket`, the hash Spark partitions by).
 
-The classification does not join with it where it can help it (:class:`CommittedLookup`): its
-candidates are hash-partitioned by address already, so each of their tasks reads the few buckets
-its rows fall in and flags them in place (at the bottom line, 22M addresses no longer shuffled and
+The classification need not join with it (:class:`CommittedLookup`): its candidates are
+hash-partitioned by address already, so each of their tasks reads the few buckets its rows fall
+in and flags them in place (at the bottom line, 22M addresses no longer shuffled and
 sorted every cycle). A level recorded with another bucketing reads as none, and is built afresh.
 
 A mark counts exactly the active ranges of its main metaranges (the retained-only ones stay apart,
