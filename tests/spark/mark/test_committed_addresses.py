@@ -46,15 +46,36 @@ def expected_counts(cache: RangeCache, generation: Generation, ranges: set[str])
 
 
 def level_counts(cache: RangeCache, level: CommittedLevel) -> dict[str, int]:
-    """Every address ``level`` counts, with its count, read from its bucket parts (each once)."""
+    """Every address ``level`` counts, with its count, read from its bucket parts (each once);
+    each kept with Spark's own xxhash64 of it, which the lookup finds it by."""
     counts: dict[str, int] = {}
+    hashes: dict[str, int] = {}
     for part in level.buckets.values():
         table = pq.read_table(cache.root / part.file)
         assert table.num_rows == part.rows
         addresses, numbers = table.column("address").to_pylist(), table.column("count").to_pylist()
         counts.update(zip(addresses, numbers, strict=True))
+        hashes.update(zip(addresses, table.column("hash").to_pylist(), strict=True))
     assert len(counts) == sum(part.rows for part in level.buckets.values())
+    assert hashes == spark_hashes(list(hashes))
     return counts
+
+
+def spark_hashes(addresses: list[str]) -> dict[str, int]:
+    """Spark's xxhash64 of each address (the level's ``hash`` column)."""
+    from pyspark.sql import functions as F
+
+    spark = SparkSession.getActiveSession()
+    assert spark is not None
+    frame = spark.createDataFrame([(a,) for a in addresses], "address string")
+    return {r["address"]: r["h"] for r in frame.select("address", F.xxhash64("address").alias("h")).collect()}
+
+
+def counts_table(addresses: list[str], counts: list[int]) -> pa.Table:
+    """A level part's rows: ``addresses`` with their ``counts`` and Spark's hashes."""
+    hashes = spark_hashes(addresses)
+    return pa.table({"address": addresses, "count": counts, "hash": [hashes[a] for a in addresses]},
+                    schema=COUNT_SCHEMA)  # fmt: skip
 
 
 def check_level(env: GcEnv, cache: RangeCache, result: MarkResult) -> Counter[str]:
@@ -133,6 +154,15 @@ def test_a_level_the_byte_cap_cut_is_built_again(spark: SparkSession, env: GcEnv
     assert marked == expected and third.summary["range_cache"]["committed_rebuilt"] == 1
     check_level(env, cache, third)
 
+    record = cache.root / f"_gen/{newest(cache).number:08d}.json"
+    body = json.loads(record.read_text())
+    body["committed_addresses"]["bucketing"] = "spark-murmur3"  # the version that kept no hashes
+    record.write_text(json.dumps(body))
+    assert newest(cache).committed is None
+    fourth, marked = mark(spark, env, cache)
+    assert marked == expected and fourth.summary["range_cache"]["committed_rebuilt"] == 1
+    check_level(env, cache, fourth)
+
 
 def test_a_damaged_level_fails_the_mark(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
     cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
@@ -155,16 +185,18 @@ def test_a_count_below_zero_fails(tmp_path: Path) -> None:
     cache = RangeCache(tmp_path / "cache")
     cache.open(REPO, "local://unified")
     part = Part("committed/part-00000001-b00001-x.parquet", 2)
-    pq.write_table(pa.table({"address": ["data/a", "data/b"], "count": [1, 2]}, schema=COUNT_SCHEMA),
-                   cache.root / part.file)  # fmt: skip
+    pq.write_table(counts_table(["data/a", "data/b"], [1, 2]), cache.root / part.file)
+    hashes = spark_hashes(["data/a", "data/b"])
     update = _CountUpdate(cache.store(), 2, {1: part})
     deltas = pa.record_batch({"bucket": pa.array([1, 1], pa.int32()), "address": ["data/a", "data/b"],
-                              "delta": pa.array([-1, 1], pa.int64())})  # fmt: skip
+                              "delta": pa.array([-1, 1], pa.int64()),
+                              "hash": [hashes["data/a"], hashes["data/b"]]})  # fmt: skip
     (status,) = [b.to_pylist()[0] for b in update(iter([deltas]))]
     counts = pq.read_table(cache.root / status["file"]).to_pylist()
-    assert counts == [{"address": "data/b", "count": 3}] and status["rows"] == 1  # data/a reached 0
+    assert counts == [{"address": "data/b", "count": 3, "hash": hashes["data/b"]}]  # data/a reached 0
+    assert status["rows"] == 1
     below = pa.record_batch({"bucket": pa.array([1], pa.int32()), "address": ["data/a"],
-                             "delta": pa.array([-2], pa.int64())})  # fmt: skip
+                             "delta": pa.array([-2], pa.int64()), "hash": [hashes["data/a"]]})  # fmt: skip
     with pytest.raises(RangeCacheError, match=r"data/a .* below zero"):
         list(update(iter([below])))
 
@@ -207,8 +239,7 @@ def test_the_classification_never_broadcasts_the_level(spark: SparkSession, tmp_
     cache = RangeCache(tmp_path / "cache")
     cache.open(REPO, "local://unified")
     part = Part("committed/part-00000001-b00000-x.parquet", 2)
-    pq.write_table(pa.table({"address": ["data/a", "data/b"], "count": [1, 3]}, schema=COUNT_SCHEMA),
-                   cache.root / part.file)  # fmt: skip
+    pq.write_table(counts_table(["data/a", "data/b"], [1, 3]), cache.root / part.file)
     level = committed_addresses(spark, cache.store(), CommittedLevel(None, {0: part}), 2)
     old = datetime(2020, 1, 1, tzinfo=timezone.utc)
     listed = spark.createDataFrame(
@@ -236,11 +267,8 @@ def test_the_level_flags_the_candidates_in_their_own_tasks(spark: SparkSession, 
     from lakefs_gc.gc import reasons
     from lakefs_gc.gc.cutoff import Cutoff
     from lakefs_gc.spark.mark.algebra import classify
-    from lakefs_gc.spark.mark.range_cache.committed import (
-        CommittedLookup,
-        committed_addresses,
-        committed_bucket,
-    )
+    from lakefs_gc.spark.mark.range_cache.committed import committed_addresses, committed_bucket
+    from lakefs_gc.spark.mark.range_cache.committed_lookup import CommittedLookup
 
     buckets, committed = 8, [f"data/c/{i}" for i in range(300)]
     others = [f"data/o/{i}" for i in range(200)]
@@ -253,8 +281,7 @@ def test_the_level_flags_the_candidates_in_their_own_tasks(spark: SparkSession, 
     parts = {}
     for bucket, held in spread.items():
         parts[bucket] = Part(f"committed/part-00000001-b{bucket:05d}-x.parquet", len(held))
-        counts = pa.table({"address": held, "count": [1] * len(held)}, schema=COUNT_SCHEMA)
-        pq.write_table(counts, cache.root / parts[bucket].file)
+        pq.write_table(counts_table(held, [1] * len(held)), cache.root / parts[bucket].file)
     level = CommittedLevel(None, parts)
     store = cache.store()
     lookup = CommittedLookup(store, level, buckets, committed_addresses(spark, store, level, 2))
@@ -277,3 +304,56 @@ def test_the_level_flags_the_candidates_in_their_own_tasks(spark: SparkSession, 
         joins = plan.count("Join ")  # in the plan as run
         assert joins == (1 if lookup.fits(declared) else 2), (into, declared, plan)
     assert [lookup.fits(n) for n in (1, 2, 8, 16, 3, None)] == [True, True, True, True, False, False]
+
+
+def test_the_lookup_compares_addresses_that_share_a_hash(tmp_path: Path) -> None:
+    """A row is flagged by its address, not by its hash alone: addresses of one hash (here made
+    up, as xxhash64 collisions are too rare to find) are each found or not on their own, in
+    buckets loaded as their rows come."""
+    from lakefs_gc.spark.mark.range_cache.committed_lookup import _Flag
+
+    cache = RangeCache(tmp_path / "cache")
+    cache.open(REPO, "local://unified")
+    held = {0: (["data/a", "data/b", "data/c"], [7, 7, 9]), 1: (["data/q"], [7])}
+    parts = {}
+    for bucket, (addresses, hashes) in held.items():
+        parts[bucket] = Part(f"committed/part-00000001-b{bucket:05d}-x.parquet", len(addresses))
+        rows = {"address": addresses, "count": [1] * len(addresses), "hash": hashes}
+        pq.write_table(pa.table(rows, schema=COUNT_SCHEMA), cache.root / parts[bucket].file)
+    flag = _Flag(cache.store(), parts)
+    rows = [("data/b", 0, 7), ("data/a", 0, 7), ("data/x", 0, 7), ("data/c", 0, 9), ("data/d", 0, 10),
+            ("data/e", 0, 1), (None, 0, 7)]  # fmt: skip
+    later = [("data/q", 1, 7), ("data/a", 0, 7), ("data/y", 1, 7), ("data/z", 2, 7)]  # 2: not listed
+
+    def batch(rows: list[tuple[str | None, int, int]]) -> tuple[pa.Array, pa.Array, pa.Array]:
+        address, bucket, hashed = zip(*rows, strict=True)
+        return pa.array(address, pa.string()), pa.array(bucket, pa.int32()), pa.array(hashed, pa.int64())
+
+    found = [f.to_pylist() for f in flag(iter([batch(rows), batch(later)]))]
+    assert found == [[True, True, None, True, None, None, None], [True, True, None, None]]
+
+
+def test_the_lookup_finds_exactly_the_held_addresses() -> None:
+    """The index by leading hash bits answers as a set of (address, hash) pairs would, with
+    many hashes shared (every tenth address of the level shares its hash with another), at
+    sizes that leave slots empty, single and crowded."""
+    import numpy as np
+
+    from lakefs_gc.spark.mark.range_cache.committed_lookup import _Held, _index, _unsigned
+
+    rng = np.random.default_rng(17)
+    for n in (1, 7, 1_000, 50_000):
+        hashes = rng.integers(-(2**63), 2**63 - 1, n, dtype=np.int64)
+        hashes[: n // 10] = hashes[n // 10 : 2 * (n // 10)]
+        addresses = [f"data/{i}" for i in range(n)]
+        held = _Held(None, {})  # type: ignore[arg-type]  # nothing to load: its arrays set below
+        keys = _unsigned(hashes)
+        held.order = np.argsort(keys, kind="stable")
+        held.keys, held.addresses = keys[held.order], pa.array(addresses)
+        held.shift, held.starts = _index(held.keys)
+        asked = [(addresses[i], int(hashes[i])) for i in rng.integers(0, n, 2_000)]
+        asked += [(f"data/x{i}", int(h)) for i, h in enumerate(rng.choice(hashes, 500))]  # a held hash
+        asked += [(f"data/y{i}", int(rng.integers(-(2**62), 2**62))) for i in range(500)]
+        found = held.find(pa.array([a for a, _ in asked]), np.array([h for _, h in asked], dtype=np.int64))
+        pairs = set(zip(addresses, hashes.tolist(), strict=True))
+        assert found.tolist() == [pair in pairs for pair in asked], n

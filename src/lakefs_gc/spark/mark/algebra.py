@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 class AddressLookup(Protocol):
     """Committed addresses that can flag a frame's rows in the frame's own tasks, without a join
-    (the range cache's committed-address level: ``range_cache.committed.CommittedLookup``)."""
+    (the range cache's committed-address level: ``range_cache.committed_lookup.CommittedLookup``)."""
 
     @property
     def addresses(self) -> DataFrame:

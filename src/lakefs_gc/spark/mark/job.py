@@ -61,6 +61,7 @@ from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
 from lakefs_gc.spark.mark.sources.prefetch import CandidatePrefetch
+from lakefs_gc.spark.mark.tally import Tally, observed_garbage, tally
 from lakefs_gc.spark.mark.twin_evidence import marked_sizes, marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
@@ -115,8 +116,9 @@ def mark_run(
         spark, params, refs, repo, namespace, cutoff, source, start, clock, say, range_cache
     )
     # read while lakeFS prepares the dump (sources/prefetch.py: the mark's guarantees are unchanged)
-    parallelism = params.parallelism or spark.sparkContext.defaultParallelism
-    found = CandidatePrefetch(spark, source, parallelism=parallelism, say=lambda m: say(f"{repository}: {m}"))
+    found = CandidatePrefetch(
+        spark, source, parallelism=context.parallelism, say=lambda m: say(f"{repository}: {m}")
+    )
     say(f"{repository}: asking lakeFS for the uncommitted dump")
     try:
         dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
@@ -144,6 +146,10 @@ class _MarkContext:
     say: Progress
     range_cache: RangeCache | None = None
 
+    @property
+    def parallelism(self) -> int:
+        return self.params.parallelism or self.spark.sparkContext.defaultParallelism
+
 
 class _MarkRun:
     """One mark after the dump: everything that must end in a report, success or not."""
@@ -158,7 +164,7 @@ class _MarkRun:
         self.report = ReportDir(c.namespace, run_id, c.refs.storage)
         self.start, self.clock, self.say = c.start, c.clock, c.say
         self.range_cache = c.range_cache
-        self.parallelism = c.params.parallelism or c.spark.sparkContext.defaultParallelism
+        self.parallelism = c.parallelism
         self.stats: dict[str, Any] = {"candidates": c.source.summary}
         self.first_slice = ""
         self.persisted: list[DataFrame] = []
@@ -215,26 +221,23 @@ class _MarkRun:
         if read.with_heads is not None and evidence:
             committed, contents = split_references(self._persist(read.with_heads))
         level = self._level(read, found.partitions) if contents is None else None
-        classified = self._persist(
+        marked_rows, observation = observed_garbage(
             classify(
                 found.objects, committed=committed if level is None else level, uncommitted=uncommitted,
                 cutoff=self.cutoff, retained=retained, committed_unique=read.unique and contents is None,
                 partitions=found.partitions,
             )
         )  # fmt: skip
-        classified = self._guard_twins(classified, checked, contents, heads if evidence else None)
-        counts, first_slice = self._count_reasons(classified)
-        self.stats["retention_cross_check"] = {
-            **checked.check.summary(),
-            **counts[reasons.RETENTION_CROSS_CHECK],
-            "commits_read": checked.commits_read,
-            "now": checked.now.isoformat().replace("+00:00", "Z"),
-        }
+        marked_rows = self._persist(marked_rows)
+        marked_rows.count()  # one pass over every candidate: the observation is complete
+        heads = heads if evidence else None
+        guarded = self._guard_twins(marked_rows, found.objects, checked, contents, heads)
+        counts, first_slice = self._tally(tally(observation, guarded, f"mark {self.run_id}"), checked)
         self.first_slice = first_slice if found.first_slice is None else found.first_slice
         self.say(f"{self.repo.id}: writing the report")
         self.stats["num_ranges"] = write_ranges(range_ids, self.report)  # for a revalidation to skip
         write_metaranges(metaranges, self.report)  # after ranges/: all their ranges are recorded
-        marked, marked_bytes = write_marked(garbage(classified), self.report)
+        marked, marked_bytes = write_marked(garbage(guarded), self.report)
         self.stats["cost"] = mark_cost(self.namespace.kind, marked, marked_bytes, self.params.prices)
         expected = counts[reasons.GARBAGE]["objects"]
         if marked != expected:
@@ -257,6 +260,7 @@ class _MarkRun:
     def _guard_twins(
         self,
         classified: DataFrame,
+        candidates: DataFrame,
         checked: CheckedCommits,
         contents: DataFrame | None,
         heads: dict[str, int] | None,
@@ -268,7 +272,7 @@ class _MarkRun:
         the branches whose HEAD holds its range, and only those of the marked objects' sizes read:
         the guard then plans from them as the batch mark's does, and never joins every HEAD entry
         with the marked objects."""
-        marked, objects = marked_with_evidence(classified, trusted=self.params.trust_checksums)
+        marked, objects = marked_with_evidence(classified, candidates, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
             return classified
@@ -332,22 +336,18 @@ class _MarkRun:
         )
         return staged.addresses
 
-    def _count_reasons(self, classified: DataFrame) -> tuple[dict[str, dict[str, int]], str]:
-        """Objects and bytes per reason, and the smallest ``data/<slice>`` seen (lakeFS's first_slice)."""
-        from pyspark.sql import functions as F
-
-        data_slice = F.when(F.col("address").startswith("data/"), F.split("address", "/").getItem(1))
-        rows = (
-            classified.groupBy("reason")
-            .agg(F.count("*").alias("n"), F.sum("size").alias("b"), F.min(data_slice).alias("s"))
-            .collect()
-        )
-        counts = {r: {"objects": 0, "bytes": 0} for r in reasons.REASONS}
-        for row in rows:
-            counts[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
+    def _tally(self, tallied: Tally, checked: CheckedCommits) -> tuple[dict[str, dict[str, int]], str]:
+        """The tally's counts and first slice, with their stats (and the cross-check's) recorded."""
+        counts = tallied.counts
         self.stats["num_listed_objects"] = sum(c["objects"] for c in counts.values())  # candidates considered
         self.stats["kept"] = {r: counts[r] for r in reasons.REASONS if r != reasons.GARBAGE}
-        return counts, min((row["s"] for row in rows if row["s"]), default="")
+        self.stats["retention_cross_check"] = {
+            **checked.check.summary(),
+            **counts[reasons.RETENTION_CROSS_CHECK],
+            "commits_read": checked.commits_read,
+            "now": checked.now.isoformat().replace("+00:00", "Z"),
+        }
+        return counts, tallied.first_slice
 
     def _persist(self, df: DataFrame) -> DataFrame:
         from pyspark import StorageLevel

@@ -20,16 +20,19 @@ if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame
 
 
-def marked_with_evidence(classified: DataFrame, *, trusted: bool) -> tuple[DataFrame, DataFrame | None]:
-    """The objects the mark would delete (``address, size``, with ``md5`` when the candidates'
-    source proves it and the checksums are ``trusted``: ``gc.trust_checksums``) and ``address,
-    size, md5`` of every candidate (None: no evidence)."""
+def marked_with_evidence(
+    classified: DataFrame, candidates: DataFrame, *, trusted: bool
+) -> tuple[DataFrame, DataFrame | None]:
+    """The objects the mark would delete (the garbage of ``classified``: ``address, size``, with
+    ``md5`` when the candidates' source proves it and the checksums are ``trusted``:
+    ``gc.trust_checksums``) and ``address, size, md5`` of every one of ``candidates`` (None: no
+    evidence)."""
     from pyspark.sql import functions as F
 
     garbage = classified.filter(F.col("reason") == reasons.GARBAGE)
     if not trusted or CONTENT_MD5 not in classified.columns:
         return garbage.select("address", "size"), None
-    return garbage.select("address", "size", CONTENT_MD5), classified.select("address", "size", CONTENT_MD5)
+    return garbage.select("address", "size", CONTENT_MD5), candidates.select("address", "size", CONTENT_MD5)
 
 
 def with_md5(marked: DataFrame) -> DataFrame:

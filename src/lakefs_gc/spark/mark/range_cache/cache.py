@@ -68,9 +68,11 @@ from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import ConfigError, GcError
 from lakefs_gc.lakefs.settings import LakeFSConnection
-from lakefs_gc.spark.mark.range_cache.committed import CommittedLookup, committed_addresses, update_committed
+from lakefs_gc.spark.mark.range_cache.committed import committed_addresses, update_committed
+from lakefs_gc.spark.mark.range_cache.committed_lookup import CommittedLookup
 from lakefs_gc.spark.mark.range_cache.generation import FORMAT, Generation
 from lakefs_gc.spark.mark.range_cache.levels import _bucketed, _update_ranges, range_addresses
+from lakefs_gc.spark.mark.range_cache.lookups import _RangeFlags
 from lakefs_gc.spark.mark.range_cache.tasks import (
     COMMITTED_DIR,
     ENTRY_DIR,
@@ -351,7 +353,6 @@ def _range_ids(
         by_file[where[m]].append(m)
     tasks = task_frame(spark, sorted(by_file.items()), "file string, ids array<string>", parallelism)
     lookup = _MetarangeLookup(cache.store(), {p.file: p for p in parts}, True)
-    pairs = tasks.mapInArrow(on_executor(lookup), "metarange string, id string")
-    main = ~F.col("metarange").isin(sorted(only)) if only else F.lit(True)
-    head = F.col("metarange").isin(sorted(heads)) if heads else F.lit(False)
-    return pairs.groupBy("id").agg(F.max(main).alias("main"), F.max(head).alias("head"))
+    flags = _RangeFlags(lookup, tuple(sorted(only)), tuple(sorted(heads)))
+    flagged = tasks.mapInArrow(on_executor(flags), "id string, main boolean, head boolean")
+    return flagged.groupBy("id").agg(F.max("main").alias("main"), F.max("head").alias("head"))

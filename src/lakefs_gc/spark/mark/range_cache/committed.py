@@ -8,10 +8,13 @@ marks: one row per address with the number of entries of the counted ranges that
 so that losing one of two ranges that hold an address keeps it), spread over buckets by Spark's
 hash of the address (:func:`committed_bucket`, the hash Spark partitions by).
 
-The classification need not join with it (:class:`CommittedLookup`): its candidates are
-hash-partitioned by address already, so each of their tasks reads the few buckets its rows fall
-in and flags them in place (at the bottom line, 22M addresses no longer shuffled and
-sorted every cycle). A level recorded with another bucketing reads as none, and is built afresh.
+The classification need not join with it (:class:`~.committed_lookup.CommittedLookup`): its
+candidates are hash-partitioned by address already, so each of their tasks reads the few buckets
+its rows fall in and flags them in place (at the bottom line, 22M addresses no longer shuffled and
+sorted every cycle). Each row of the level also keeps Spark's 64-bit hash of its address
+(:func:`committed_hash`), so that a task looks its rows up in a sorted array of numbers instead
+of hashing every address again in Python. A level recorded with another bucketing, or without
+those hashes, reads as none, and is built afresh.
 
 A mark counts exactly the active ranges of its main metaranges (the retained-only ones stay apart,
 :func:`~.cache.committed_frames_cached`). It applies only their change: each entry of a range it
@@ -21,7 +24,7 @@ address whose count reaches 0 is dropped, and only the buckets the change falls 
 What a range holds never changes (:mod:`.cache`), so the counts depend on the set of counted ranges
 alone, which the level records::
 
-    committed/part-<gen>-b<bucket>-<uuid>.parquet   address, count
+    committed/part-<gen>-b<bucket>-<uuid>.parquet   address, count, hash
     committed/ranges-<gen>-<uuid>.parquet           range_id: the ranges counted
 
 Fail closed (docs/invariants.md, invariant 4): a count that would fall below zero (a change applied
@@ -60,13 +63,9 @@ from lakefs_gc.spark.runtime.frames import local_frame, task_frame
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
 
-COUNT_SCHEMA = pa.schema([("address", pa.string()), ("count", pa.int64())])
+COUNT_SCHEMA = pa.schema([("address", pa.string()), ("count", pa.int64()), ("hash", pa.int64())])
 COUNTED_SCHEMA = pa.schema([("range_id", pa.string())])
 _STATUS = "bucket int, file string, rows long"
-#: at most this many of the level's addresses held by one task of :class:`CommittedLookup` (about
-#: 120 bytes each in a Python set: 1 GB)
-MAX_TASK_ADDRESSES = 8_000_000
-_BUCKET = "_committed_bucket"
 _STATUS_ARROW = pa.schema([("bucket", pa.int32()), ("file", pa.string()), ("rows", pa.int64())])
 
 
@@ -102,7 +101,8 @@ def update_committed(
         deltas = plus.unionByName(minus).groupBy("address").agg(F.sum("delta").alias("delta"))
         listed = current.committed.buckets
     bucket = committed_bucket(generation.buckets)
-    deltas = deltas.where(F.col("delta") != 0).select(bucket.alias("bucket"), "address", "delta")
+    deltas = deltas.where(F.col("delta") != 0)
+    deltas = deltas.select(bucket.alias("bucket"), "address", "delta", committed_hash().alias("hash"))
     deltas = deltas.repartition(parallelism, "bucket").sortWithinPartitions("bucket")
     update = on_executor(_CountUpdate(store, number, listed))
     buckets = dict(listed)
@@ -120,11 +120,22 @@ def committed_bucket(buckets: int) -> Column:
     """The committed-address level's bucket of the ``address`` column (generation.BUCKETING):
     Spark's Murmur3 hash, the one its hash partitioning by address uses, so that a task of a frame
     partitioned by address into a divisor or a multiple of ``buckets`` partitions holds the
-    addresses of few buckets (:class:`CommittedLookup`). Whatever the partitioning, a level is
-    written and looked up with this one expression, computed by Spark on both sides."""
+    addresses of few buckets (:class:`~.committed_lookup.CommittedLookup`). Whatever the
+    partitioning, a level is written and looked up with this one expression, computed by Spark on
+    both sides."""
     from pyspark.sql import functions as F
 
     return F.pmod(F.hash(F.col("address")), F.lit(buckets)).cast("int")
+
+
+def committed_hash() -> Column:
+    """Spark's 64-bit hash (xxhash64) of the ``address`` column, kept beside each address of the
+    level and computed by Spark for the rows looked up in it (generation.BUCKETING): a task then
+    finds its rows' candidates among the level's addresses by number, and compares only those
+    addresses (:class:`~.committed_lookup.CommittedLookup`)."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(F.col("address"))
 
 
 def committed_addresses(
@@ -134,43 +145,6 @@ def committed_addresses(
     buckets = sorted(level.buckets)
     tasks = task_frame(spark, [(b,) for b in buckets], "bucket int", parallelism)
     return tasks.mapInArrow(on_executor(_CountLookup(store, level.buckets)), ADDRESS_SCHEMA)
-
-
-@dataclass(frozen=True)
-class CommittedLookup:
-    """The level as the classification asks it: each candidate flagged in its own task, no join.
-
-    The classification's candidates are hash-partitioned by address (sources/prefetch.py). When
-    their partition count divides the level's bucket count or is a multiple of it, each task
-    holds the addresses of ``buckets / partitions`` buckets (or of one): it reads those buckets'
-    parts and looks its rows up in them. That replaces the join with the level (at the bottom
-    line 22M addresses shuffled and sorted every cycle) with a reading of the level in place.
-    Otherwise (other partition counts, or more than :data:`MAX_TASK_ADDRESSES` addresses a task
-    would hold) :meth:`flag` declines and the classification joins with ``addresses``.
-    """
-
-    store: _Store
-    level: CommittedLevel
-    buckets: int  # the generation's bucket count
-    addresses: DataFrame  # ADDRESS_SCHEMA, each once: the join, when flag declines
-
-    def fits(self, partitions: int | None) -> bool:
-        """Whether a frame hash-partitioned by address into ``partitions`` is flagged in place."""
-        if partitions is None or (self.buckets % partitions and partitions % self.buckets):
-            return False
-        rows = sum(p.rows for p in self.level.buckets.values())
-        return rows <= MAX_TASK_ADDRESSES * min(partitions, self.buckets)
-
-    def flag(self, frame: DataFrame, column: str, partitions: int | None) -> DataFrame | None:
-        """``frame`` with ``column``: true where the level holds the row's address, else null;
-        None when ``frame``'s partitioning (``partitions``: hash by address) does not fit."""
-        from pyspark.sql.types import BooleanType, StructField, StructType
-
-        if not self.fits(partitions):
-            return None
-        tagged = frame.withColumn(_BUCKET, committed_bucket(self.buckets))
-        schema = StructType([*frame.schema.fields, StructField(column, BooleanType(), True)])
-        return tagged.mapInArrow(on_executor(_Flag(self.store, self.level.buckets, column)), schema)
 
 
 def _addresses(
@@ -220,12 +194,14 @@ class _CountUpdate:
             yield self._bucket(bucket, deltas)
 
     def _bucket(self, bucket: int, deltas: pa.Table) -> pa.RecordBatch:
-        tables = [pa.table([deltas.column("address"), deltas.column("delta")], schema=COUNT_SCHEMA)]
+        columns = [deltas.column("address"), deltas.column("delta"), deltas.column("hash")]
+        tables = [pa.table(columns, schema=COUNT_SCHEMA)]
         part = self.listed.get(bucket)
         if part is not None:
             batches = list(self.store.scan(part, COUNT_SCHEMA.names, None, None))
             tables.append(pa.Table.from_batches(batches, schema=COUNT_SCHEMA))
-        merged = pa.concat_tables(tables).group_by("address").aggregate([("count", "sum")])
+        # the hash is the address's: grouping by both is grouping by the address
+        merged = pa.concat_tables(tables).group_by(["address", "hash"]).aggregate([("count", "sum")])
         counts = merged.column("count_sum")
         if len(counts) and pc.min(counts).as_py() < 0:
             below = merged.filter(pc.less(counts, 0)).column("address")[0].as_py()
@@ -236,7 +212,8 @@ class _CountUpdate:
         kept = merged.filter(pc.greater(counts, 0))
         writer = _PartWriter(self.store, f"{COMMITTED_DIR}/part-{self.gen:08d}-b{bucket:05d}", COUNT_SCHEMA)
         if kept.num_rows:
-            for batch in kept.rename_columns(COUNT_SCHEMA.names).to_batches():
+            kept = pa.table([kept.column(n) for n in ("address", "count_sum", "hash")], schema=COUNT_SCHEMA)
+            for batch in kept.to_batches():
                 writer.add_batch(batch)
         written = writer.close()
         file, rows = (written.file, written.rows) if written is not None else (None, 0)
@@ -276,31 +253,3 @@ class _CountLookup:
         for row in _rows(batches):
             for batch in self.store.scan(self.listed[row["bucket"]], ["address"], None, None):
                 yield pa.RecordBatch.from_arrays([batch.column(0)], names=["address"])
-
-
-@dataclass(frozen=True)
-class _Flag:
-    """The task's rows flagged from the parts of their buckets (``_BUCKET``, computed by Spark),
-    each bucket read once per task when a row of it first comes."""
-
-    store: _Store
-    listed: Mapping[int, Part]
-    column: str
-
-    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        held: dict[int, set[str]] = {}
-        for batch in batches:
-            buckets = batch.column(_BUCKET).to_pylist()
-            for bucket in set(buckets) - held.keys():
-                held[bucket] = self._addresses(bucket)
-            addresses = batch.column("address").to_pylist()
-            flags = [True if a in held[b] else None for a, b in zip(addresses, buckets, strict=True)]
-            yield batch.drop_columns([_BUCKET]).append_column(self.column, pa.array(flags, pa.bool_()))
-
-    def _addresses(self, bucket: int) -> set[str]:
-        part = self.listed.get(bucket)  # a bucket the level does not list holds no address
-        found: set[str] = set()
-        if part is not None:
-            for batch in self.store.scan(part, ["address"], None, None):
-                found.update(batch.column(0).to_pylist())
-        return found

@@ -20,9 +20,10 @@ FORMAT = 1
 ENTRIES_KEY = "head_entries"
 #: the record's key of the committed-address level (:mod:`.committed`)
 COMMITTED_KEY = "committed_addresses"
-#: how that level spreads its addresses over buckets (:func:`.committed.committed_bucket`); a level
-#: recorded with another (an older version's: crc32) reads as none, and is built afresh
-BUCKETING = "spark-murmur3"
+#: how that level spreads its addresses over buckets (:func:`.committed.committed_bucket`) and
+#: hashes each (:func:`.committed.committed_hash`); a level recorded otherwise (an older version's:
+#: crc32 buckets, or no hashes) reads as none, and is built afresh
+BUCKETING = "spark-murmur3+xxhash64"
 
 
 @dataclass(frozen=True)

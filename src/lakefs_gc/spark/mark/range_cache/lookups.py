@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lakefs_gc.spark.mark.head_trees import HEAD_CONTENTS
-from lakefs_gc.spark.mark.range_cache.tasks import ENTRY_SCHEMA, RANGE_SCHEMA, Part, _by_bucket, _Store
+from lakefs_gc.spark.mark.range_cache.tasks import (
+    ENTRY_SCHEMA,
+    RANGE_SCHEMA,
+    Part,
+    _by_bucket,
+    _MetarangeLookup,
+    _Store,
+)
 
 
 @dataclass(frozen=True)
@@ -88,6 +95,34 @@ class _ContentLookup(_Lookup):
                 pa.array(_among(batch.column(1).to_numpy(zero_copy_only=False), self.sizes.value))
             )
         return pa.RecordBatch.from_arrays(batch.columns, names=self.names)
+
+
+@dataclass(frozen=True)
+class _RangeFlags:
+    """The distinct range ids of the task's metaranges (``lookup``'s), each with ``main``: whether
+    a metarange outside ``only`` lists it, and ``head``: whether one of ``heads`` does. Made
+    distinct in the task, before the rows reach the JVM: at the bottom line the active metaranges
+    list 22M (metarange, range) pairs, for 32K distinct ranges."""
+
+    lookup: _MetarangeLookup  # with_metarange
+    only: tuple[str, ...]
+    heads: tuple[str, ...]
+
+    def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        only, heads = pa.array(self.only, pa.string()), pa.array(self.heads, pa.string())
+        tables = []
+        for batch in self.lookup(batches):
+            metarange = batch.column(0)
+            main = pc.invert(pc.is_in(metarange, value_set=only))
+            head = pc.is_in(metarange, value_set=heads)
+            flagged = pa.table([batch.column(1), main, head], names=["id", "main", "head"])
+            tables.append(flagged.group_by("id").aggregate([("main", "any"), ("head", "any")]))
+        if tables:
+            merged = (
+                pa.concat_tables(tables).group_by("id").aggregate([("main_any", "any"), ("head_any", "any")])
+            )
+            columns = [merged.column("id"), merged.column("main_any_any"), merged.column("head_any_any")]
+            yield from pa.table(columns, names=["id", "main", "head"]).to_batches()
 
 
 def _among(values: Any, sorted_values: Any) -> Any:

@@ -6,7 +6,7 @@ candidates needs nothing from the dump, so :class:`CandidatePrefetch` reads them
 a thread of its own: hash-partitioned by address (``spark.sql.shuffle.partitions`` rounded up to a
 power of two: :func:`kept_partitions`), sorted within each partition, and kept (persisted). The
 classification's joins then bring only the references to them, and the range cache's level flags
-them in place (:class:`~lakefs_gc.spark.mark.range_cache.committed.CommittedLookup`); the
+them in place (:class:`~lakefs_gc.spark.mark.range_cache.committed_lookup.CommittedLookup`); the
 candidates are neither read nor shuffled nor sorted again.
 
 Reading the candidates earlier takes nothing out of the mark's guarantees. The candidates are the
@@ -102,6 +102,6 @@ class CandidatePrefetch:
 def kept_partitions(shuffle_partitions: int) -> int:
     """The kept candidates' partition count: ``spark.sql.shuffle.partitions`` rounded up to a power
     of two, so that it divides the range cache's bucket count or is a multiple of it (256 by
-    default: :class:`~lakefs_gc.spark.mark.range_cache.committed.CommittedLookup` then flags the
+    default: :class:`~lakefs_gc.spark.mark.range_cache.committed_lookup.CommittedLookup` then flags the
     candidates in place). The joins with the references use that count too."""
     return 1 << max(0, shuffle_partitions - 1).bit_length()
