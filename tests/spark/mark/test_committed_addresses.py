@@ -357,3 +357,20 @@ def test_the_lookup_finds_exactly_the_held_addresses() -> None:
         found = held.find(pa.array([a for a, _ in asked]), np.array([h for _, h in asked], dtype=np.int64))
         pairs = set(zip(addresses, hashes.tolist(), strict=True))
         assert found.tolist() == [pair in pairs for pair in asked], n
+
+
+def test_an_address_without_its_hash_fails_the_lookup(tmp_path: Path) -> None:
+    """A level part holding an address without its hash (damaged, or written by a bug) would hide
+    that address from the lookup, and its object could be marked: the lookup raises, naming it."""
+    from lakefs_gc.spark.mark.range_cache.committed_lookup import _Flag
+
+    cache = RangeCache(tmp_path / "cache")
+    cache.open(REPO, "local://unified")
+    part = Part("committed/part-00000001-b00000-x.parquet", 2)
+    rows = {"address": ["data/a", "data/b"], "count": [1, 1], "hash": [7, None]}
+    pq.write_table(pa.table(rows, schema=COUNT_SCHEMA), cache.root / part.file)
+    batch = (pa.array(["data/a"]), pa.array([0], pa.int32()), pa.array([7], pa.int64()))
+    with pytest.raises(
+        RangeCacheError, match=r"part-00000001-b00000-x.parquet holds an address without its hash"
+    ):
+        list(_Flag(cache.store(), {0: part})(iter([batch])))

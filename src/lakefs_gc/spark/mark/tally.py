@@ -70,10 +70,12 @@ def tally(observation: Observation, guarded: DataFrame, where: str) -> Tally:
             raise GcError(f"{where}: the identity-twin guard left reason {row['reason']!r} among the garbage")
         after[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
     kept = sum(c["objects"] for c in after.values())
-    if kept != observed_garbage or int(metrics["rows"]) != sum(c["objects"] for c in counts.values()):
+    if kept != observed_garbage:
         raise GcError(
             f"{where}: counted {observed_garbage} garbage objects while classifying, "
             f"but {kept} after the identity-twin guard"
         )
+    if int(metrics["rows"]) != sum(c["objects"] for c in counts.values()):
+        raise GcError(f"{where}: classified {metrics['rows']} objects, but not each with one reason")
     counts.update(after)  # the classification itself keeps no identity twin
     return Tally(counts, metrics["first_slice"] or "")

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 
 from lakefs_gc.spark.mark.range_cache.committed import committed_bucket, committed_hash
 from lakefs_gc.spark.mark.range_cache.generation import CommittedLevel
-from lakefs_gc.spark.mark.range_cache.tasks import Part, _Store
+from lakefs_gc.spark.mark.range_cache.tasks import Part, RangeCacheError, _Store
 from lakefs_gc.spark.runtime.failures import on_executor
 
 if TYPE_CHECKING:
@@ -122,7 +122,14 @@ class _Held:
         addresses = [self.addresses]
         for bucket in new:
             part = self.listed.get(bucket)
-            for batch in self.store.scan(part, ["hash", "address"], None, None) if part else ():
+            if part is None:
+                continue
+            for batch in self.store.scan(part, ["hash", "address"], None, None):
+                if batch.column(0).null_count:  # an address without its hash would never be found
+                    raise RangeCacheError(
+                        f"range cache part {self.store.directory.uri(part.file)} holds an address "
+                        f"without its hash; {self.store.hint}"
+                    )
                 keys.append(_unsigned(batch.column(0).to_numpy(zero_copy_only=False)))
                 addresses.append(batch.column(1))
         self.addresses = pa.concat_arrays(addresses)
