@@ -201,6 +201,38 @@ def test_a_count_below_zero_fails(tmp_path: Path) -> None:
         list(update(iter([below])))
 
 
+def test_counts_are_applied_by_hash_as_grouping_by_address_would() -> None:
+    """A bucket's update finds each delta's row by hash and compares the address; it answers as
+    grouping the bucket by address does, with hashes shared between held addresses, between a
+    held and a new one, and between two new ones (xxhash64 collisions, made up here)."""
+    import random
+
+    from lakefs_gc.spark.mark.range_cache.committed import _applied, _grouped
+
+    def ordered(table: pa.Table) -> list[dict[str, object]]:
+        return sorted(table.to_pylist(), key=lambda row: str(row["address"]))
+
+    rng = random.Random(17)
+    for trial in range(400):
+        held_addresses = [f"data/h{i}" for i in range(rng.randint(0, 60))]
+        hashes = {a: rng.randint(0, 40) for a in [*held_addresses, *(f"data/n{i}" for i in range(20))]}
+        held = pa.table(
+            [
+                held_addresses,
+                [rng.randint(1, 3) for _ in held_addresses],
+                [hashes[a] for a in held_addresses],
+            ],
+            schema=COUNT_SCHEMA,
+        )
+        changed = rng.sample(sorted(hashes), rng.randint(0, 20))
+        deltas = pa.table({
+            "address": pa.array(changed, pa.string()),
+            "delta": pa.array([rng.choice([-2, -1, 1, 2]) for _ in changed], pa.int64()),
+            "hash": pa.array([hashes[a] for a in changed], pa.int64()),
+        })  # fmt: skip
+        assert ordered(_applied(held, deltas)) == ordered(_grouped(held, deltas)), trial
+
+
 def test_runs_split_sorted_batches_by_bucket() -> None:
     def batch(buckets: list[int]) -> pa.RecordBatch:
         return pa.record_batch({"bucket": pa.array(buckets, pa.int32()), "n": list(range(len(buckets)))})

@@ -250,16 +250,17 @@ class _MarkRun:
         checked = cross_check_export(
             self.refs.graph, self.repo.id, commits, export_run_id=export_run_id, start=self.start
         )
-        if checked.check.kept_beyond_lakefs:
+        kept = sorted(checked.check.kept_beyond_lakefs)
+        if kept:  # all of them in summary.json's retention_cross_check
             self.say(
-                f"{self.repo.id}: keeping {len(checked.check.kept_beyond_lakefs)} commits lakeFS's export "
-                f"expired but its documented retention keeps: {sorted(checked.check.kept_beyond_lakefs)}"
+                f"{self.repo.id}: keeping {len(kept)} commits lakeFS's export expired but its documented "
+                f"retention keeps (e.g. {', '.join(kept[:3])}; all in the summary's retention_cross_check)"
             )
         return checked
 
     def _guard_twins(
         self,
-        classified: DataFrame,
+        garbage: DataFrame,
         candidates: DataFrame,
         checked: CheckedCommits,
         contents: DataFrame | None,
@@ -272,10 +273,10 @@ class _MarkRun:
         the branches whose HEAD holds its range, and only those of the marked objects' sizes read:
         the guard then plans from them as the batch mark's does, and never joins every HEAD entry
         with the marked objects."""
-        marked, objects = marked_with_evidence(classified, candidates, trusted=self.params.trust_checksums)
+        marked, objects = marked_with_evidence(garbage, candidates, trusted=self.params.trust_checksums)
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
-            return classified
+            return garbage
         refs, repo, cache, ns = self.refs, self.repo, self.range_cache, self.namespace
         reader = MetadataReader(refs.connection, repo.id, repo.storage_namespace, ns, refs.storage)
         trees, sizes = None, marked_sizes(marked)
@@ -290,8 +291,8 @@ class _MarkRun:
         )  # fmt: skip
         self.stats["identity_twins"] = guard.counts
         if guard.kept is None:
-            return classified
-        return self._persist(keep_as(classified, guard.kept, reasons.IDENTITY_TWIN))
+            return garbage
+        return self._persist(keep_as(garbage, guard.kept, reasons.IDENTITY_TWIN))
 
     def _committed(
         self, metaranges: list[str], *, heads: dict[str, int] | None = None, retained: list[str]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from lakefs_gc.gc import reasons
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
 
 if TYPE_CHECKING:
@@ -21,16 +20,13 @@ if TYPE_CHECKING:
 
 
 def marked_with_evidence(
-    classified: DataFrame, candidates: DataFrame, *, trusted: bool
+    garbage: DataFrame, candidates: DataFrame, *, trusted: bool
 ) -> tuple[DataFrame, DataFrame | None]:
-    """The objects the mark would delete (the garbage of ``classified``: ``address, size``, with
-    ``md5`` when the candidates' source proves it and the checksums are ``trusted``:
-    ``gc.trust_checksums``) and ``address, size, md5`` of every one of ``candidates`` (None: no
-    evidence)."""
-    from pyspark.sql import functions as F
-
-    garbage = classified.filter(F.col("reason") == reasons.GARBAGE)
-    if not trusted or CONTENT_MD5 not in classified.columns:
+    """The objects the mark would delete (``garbage``, the classification's garbage rows:
+    ``address, size``, with ``md5`` when the candidates' source proves it and the checksums are
+    ``trusted``: ``gc.trust_checksums``) and ``address, size, md5`` of every one of ``candidates``
+    (None: no evidence)."""
+    if not trusted or CONTENT_MD5 not in garbage.columns:
         return garbage.select("address", "size"), None
     return garbage.select("address", "size", CONTENT_MD5), candidates.select("address", "size", CONTENT_MD5)
 

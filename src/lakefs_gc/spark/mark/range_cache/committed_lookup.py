@@ -97,8 +97,9 @@ class _Flag:
 
 
 class _Held:
-    """The addresses of the buckets a task has loaded, sorted by their hash, and an index of those
-    hashes by their leading bits (``starts``): a row's hash is found in one or two reads of memory
+    """The addresses of the buckets a task has loaded (in the order read), their hashes sorted with
+    where each address is (``order``), and an index of those hashes by their leading bits
+    (``starts``): a row's hash is found in one or two reads of memory
     rather than a binary search's 23 (at the bottom line, 5.4M addresses per task; the binary
     search's cache misses cost more than the rest of the stage's Python work)."""
 

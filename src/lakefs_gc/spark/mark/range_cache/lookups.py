@@ -115,14 +115,17 @@ class _RangeFlags:
             metarange = batch.column(0)
             main = pc.invert(pc.is_in(metarange, value_set=only))
             head = pc.is_in(metarange, value_set=heads)
-            flagged = pa.table([batch.column(1), main, head], names=["id", "main", "head"])
-            tables.append(flagged.group_by("id").aggregate([("main", "any"), ("head", "any")]))
+            tables.append(_distinct(pa.table([batch.column(1), main, head], names=["id", "main", "head"])))
         if tables:
-            merged = (
-                pa.concat_tables(tables).group_by("id").aggregate([("main_any", "any"), ("head_any", "any")])
-            )
-            columns = [merged.column("id"), merged.column("main_any_any"), merged.column("head_any_any")]
-            yield from pa.table(columns, names=["id", "main", "head"]).to_batches()
+            yield from _distinct(pa.concat_tables(tables)).to_batches()
+
+
+def _distinct(flagged: pa.Table) -> pa.Table:
+    """``id, main, head``: each id of ``flagged`` once, with whether any of its rows is ``main``
+    and whether any is ``head`` (per batch, then over the task's batches)."""
+    merged = flagged.group_by("id").aggregate([("main", "any"), ("head", "any")])
+    columns = [merged.column("id"), merged.column("main_any"), merged.column("head_any")]
+    return pa.table(columns, names=["id", "main", "head"])
 
 
 def _among(values: Any, sorted_values: Any) -> Any:

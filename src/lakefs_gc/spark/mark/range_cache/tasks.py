@@ -79,18 +79,39 @@ class _Store:
     def root(self) -> str:
         return self.directory.uri()
 
+    def ids(self, part: Part, wanted: set[str] | None = None) -> set[str]:
+        """The range ids ``part`` holds (those in ``wanted``; None: all): its first column, on
+        every level but the metaranges'. The column is read as the parquet dictionary it is
+        stored as, so only each row's index into it is decoded, not its 64-character id: every
+        cycle learns this way which ranges each bucket holds, a scan of every address part
+        (on the bottom line's parts, five times faster than reading the ids as strings)."""
+        found: set[str] = set()
+        for _ in self.scan(part, ["range_id"], wanted, found, dictionary=True):
+            pass
+        return found
+
     def scan(
-        self, part: Part, columns: list[str], wanted: set[str] | None, found: set[str] | None
+        self,
+        part: Part,
+        columns: list[str],
+        wanted: set[str] | None,
+        found: set[str] | None,
+        *,
+        dictionary: bool = False,
     ) -> Iterator[pa.RecordBatch]:
         """The rows of ``part`` whose first column is in ``wanted`` (None: all), adding the values
-        found there to ``found`` (None: not collected). Anything unexpected about the file raises,
-        naming it."""
+        found there to ``found`` (None: not collected); ``dictionary``: that column comes
+        dictionary-encoded (:meth:`ids`). Anything unexpected about the file raises, naming it."""
         path = self.directory.uri(part.file)
         ordered = sorted(wanted) if wanted is not None else None
         values = pa.array(ordered, pa.string()) if ordered is not None else None
         try:
             fs, base = self.directory.filesystem()
-            with fs.open_input_file(f"{base}/{part.file}") as f, pq.ParquetFile(f) as parquet:
+            encoded = columns[:1] if dictionary else None
+            with (
+                fs.open_input_file(f"{base}/{part.file}") as f,
+                pq.ParquetFile(f, read_dictionary=encoded) as parquet,
+            ):
                 if parquet.metadata.num_rows != part.rows:
                     raise RangeCacheError(
                         f"range cache part {path} holds {parquet.metadata.num_rows} rows, "
@@ -294,9 +315,7 @@ class _RangeIngest:
         held: set[str] = set()
         used_files = []  # the listed parts holding a needed range
         for part in parts:
-            found: set[str] = set()
-            for _ in self.store.scan(part, ["range_id"], None, found):
-                pass
+            found = self.store.ids(part)
             held |= found
             if found & ids:
                 used_files.append(part.file)
@@ -337,8 +356,7 @@ class _RangeIngest:
         """Those of ``heads`` (HEAD ranges this bucket reads now) the entries level lacks."""
         held: set[str] = set()
         for part in self.head_parts.get(bucket, ()) if heads else ():
-            for _ in self.store.scan(part, ["range_id"], heads, held):
-                pass
+            held |= self.store.ids(part, heads)
         return heads - held
 
 
