@@ -8,8 +8,9 @@ shuffled and sorted every cycle) with a reading of the level in place.
 
 The lookup is a scalar Arrow UDF over three columns computed by Spark (the address, its bucket and
 its 64-bit hash, :func:`~.committed.committed_hash`): the other columns of the candidates stay in
-the JVM. A task sorts its buckets' hashes once; a row's hash is found by binary search, and only
-the rows whose hash the level holds have their address compared with the level's. At the bottom
+the JVM. A task sorts its buckets' hashes once; a row's hash is found through an index by its
+leading bits, and only the rows whose hash the level holds have their address compared with the
+level's. At the bottom
 line this replaced a set of 5.4M strings per task, looked up row by row (most of a Python
 worker's time in the classification's stage; bench/README.md, "20M objects, the level looked up
 by hash and the classification counted as it passes (2026-11-29)").
@@ -91,7 +92,7 @@ class _Flag:
     def __call__(self, batches: Iterator[tuple[pa.Array, pa.Array, pa.Array]]) -> Iterator[pa.Array]:
         held = _Held(self.store, self.listed)
         for address, bucket, hashed in batches:
-            held.load(np.unique(bucket.to_numpy(zero_copy_only=False)).tolist())
+            held.load_for(bucket.to_numpy(zero_copy_only=False))
             found = held.find(address, hashed.to_numpy(zero_copy_only=False))
             yield pa.array(found, pa.bool_(), mask=~found)
 
@@ -106,10 +107,18 @@ class _Held:
     def __init__(self, store: _Store, listed: Mapping[int, Part]) -> None:
         self.store, self.listed = store, listed
         self.buckets: set[int] = set()
+        self.loaded = np.zeros(0, dtype=bool)  # by bucket: whether it is loaded (:meth:`load_for`)
         self.addresses = pa.array([], pa.string())  # as loaded
         self.keys = np.empty(0, np.uint64)  # their hashes (as unsigned numbers: :func:`_unsigned`), sorted
         self.order = np.empty(0, np.intp)  # the address of each of ``keys``: its position in ``addresses``
         self.shift, self.starts = _index(self.keys)
+
+    def load_for(self, buckets: np.ndarray) -> None:
+        """Load the buckets of a batch's rows that are not loaded yet. Every batch asks, and after
+        a task's first batch the answer is nearly always none: a look at a mask, not a sort of
+        the batch's buckets."""
+        if len(buckets) and (buckets.max() >= len(self.loaded) or not self.loaded[buckets].all()):
+            self.load(np.unique(buckets).tolist())
 
     def load(self, buckets: list[int]) -> None:
         """Add the parts of ``buckets`` not loaded yet (a bucket the level does not list holds none).
@@ -119,7 +128,11 @@ class _Held:
         if not new:
             return
         self.buckets.update(new)
-        keys = [self.keys[np.argsort(self.order, kind="stable")]]  # back in the order loaded
+        self.loaded = np.zeros(max(len(self.loaded), max(new) + 1), dtype=bool)
+        self.loaded[list(self.buckets)] = True
+        restored = np.empty_like(self.keys)
+        restored[self.order] = self.keys  # back in the order loaded
+        keys = [restored]
         addresses = [self.addresses]
         for bucket in new:
             part = self.listed.get(bucket)
@@ -136,7 +149,7 @@ class _Held:
         self.addresses = pa.concat_arrays(addresses)
         del addresses
         loaded = np.concatenate(keys)
-        self.order = np.argsort(loaded, kind="stable")
+        self.order = np.argsort(loaded)  # equal keys in any order: :meth:`_first` finds the first
         self.keys = loaded[self.order]
         self.shift, self.starts = _index(self.keys)
         pa.default_memory_pool().release_unused()  # the parts' batches, copied into ``addresses``
@@ -195,5 +208,6 @@ def _index(keys: np.ndarray) -> tuple[np.uint64, np.ndarray]:
     of them), and where the keys of each value start (one more entry: the end)."""
     bits = min(24, max(1, len(keys).bit_length()))
     shift = np.uint64(64 - bits)
-    leading = np.arange(1 << bits, dtype=np.uint64) << shift
-    return shift, np.append(np.searchsorted(keys, leading), len(keys)).astype(np.intp)
+    starts = np.zeros((1 << bits) + 1, dtype=np.intp)
+    np.cumsum(np.bincount((keys >> shift).astype(np.intp), minlength=1 << bits), out=starts[1:])
+    return shift, starts
