@@ -10,10 +10,9 @@ The lookup is a scalar Arrow UDF over three columns computed by Spark (the addre
 its 64-bit hash, :func:`~.committed.committed_hash`): the other columns of the candidates stay in
 the JVM. A task sorts its buckets' hashes once; a row's hash is found through an index by its
 leading bits, and only the rows whose hash the level holds have their address compared with the
-level's. At the bottom
-line this replaced a set of 5.4M strings per task, looked up row by row (most of a Python
-worker's time in the classification's stage; bench/README.md, "20M objects, the level looked up
-by hash and the classification counted as it passes (2026-11-29)").
+level's. At the bottom line this replaced a set of 5.4M strings per task, looked up row by row
+(most of a Python worker's time in the classification's stage; bench/README.md, "20M objects,
+the level looked up by hash and the classification counted as it passes (2026-11-29)").
 
 Equal hashes never decide alone: a row is flagged only when the level holds its very address, so
 two addresses of one hash (about one pair in 10^12 at the bottom line) are told apart.
