@@ -85,6 +85,11 @@ def recorded(env: GcEnv, result: MarkResult, name: str, column: str) -> set[str]
     return {i for f in files for i in pq.read_table(f, columns=[column]).column(0).to_pylist()}
 
 
+def record_path(cache: RangeCache, result: MarkResult) -> Path:
+    """The generation record a mark wrote (its read-ahead's, if any, is the one before)."""
+    return cache.root / f"_gen/{result.summary['range_cache']['generation']:08d}.json"
+
+
 def counting(env: GcEnv) -> tuple[Fault, Fault]:
     """Faults that only count getMetaRange and getRange calls (a zero delay)."""
     faults = env.server.faults
@@ -123,7 +128,11 @@ def test_cached_mark_marks_what_an_uncached_one_marks(
     heads = head_ranges(env, cache)
     assert stats["head_metaranges_cached"] > 0 and stats["head_ranges_read"] == len(heads) > 0
     assert env.server.faults.hits(range_calls) == len(ranges) + len(heads)  # addresses, then HEAD entries
-    assert stats["generation"] == 1 and (cache.root / "_gen/00000001.json").is_file()
+    # read while lakeFS prepared the dump, into a generation of its own: those of the commits the
+    # documented rule keeps (the mark reads those only lakeFS's export lists)
+    ahead = stats["read_ahead"]
+    assert 0 < ahead["metaranges_read"] <= len(metaranges) and 0 < ahead["ranges_read"] <= len(ranges)
+    assert stats["generation"] == 2 and record_path(cache, result).is_file()
 
 
 def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
@@ -150,7 +159,8 @@ def test_second_mark_reads_only_what_is_new(spark: SparkSession, env: GcEnv, tmp
     assert env.server.faults.hits(meta_calls) == len(new_metaranges)
     assert 0 < stats["head_ranges_read"] == len(new_heads) < stats["head_ranges_cached"] + len(new_heads)
     assert env.server.faults.hits(range_calls) == len(new_ranges) + len(new_heads)
-    assert stats["generation"] == 2
+    assert stats["generation"] == 4  # 3: its read-ahead's
+    assert stats["read_ahead"]["metaranges_read"] == stats["metaranges_read"]  # all read ahead
 
     _, uncached = mark(spark, env, None)
     assert cached == uncached
@@ -170,7 +180,7 @@ def test_trusting_checksums_each_new_head_range_is_read_once(
     stats = first.summary["range_cache"]
     assert stats["ranges_read"] == len(ranges) and stats["head_ranges_read"] == len(heads) > 0
     assert env.server.faults.hits(range_calls) == len(ranges)  # not len(ranges) + len(heads)
-    record = json.loads((cache.root / "_gen/00000001.json").read_text())
+    record = json.loads(record_path(cache, first).read_text())
     assert sum(p["ranges"] for ps in record["head_entries"].values() for p in ps) == len(heads)
     assert cached == mark(spark, env, None, trust=True)[1] and cached
 
@@ -201,7 +211,9 @@ def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tm
     assert stats["ranges_evicted"] == first.summary["num_ranges"] - second.summary["num_ranges"] > 0
     _, uncached = mark(spark, env, None)
     assert cached == uncached
-    record = json.loads((cache.root / "_gen/00000002.json").read_text())
+    assert stats["read_ahead"]["metaranges_read"] == 0  # none was new: nothing read ahead, or recorded
+    assert stats["generation"] == first.summary["range_cache"]["generation"] + 1
+    record = json.loads(record_path(cache, second).read_text())
     held = sum(p["ranges"] for parts in record["ranges"].values() for p in parts)
     assert held == second.summary["num_ranges"]
     listed = {p["file"] for p in record["metaranges"]}
@@ -210,7 +222,7 @@ def test_ranges_no_longer_needed_are_evicted(spark: SparkSession, env: GcEnv, tm
     committed = record["committed_addresses"]
     listed |= {committed["ranges"]["file"], *(p["file"] for p in committed["buckets"].values())}
     cache.open(REPO, second.storage_namespace)  # the next cycle deletes what the rewrite replaced
-    assert cache_files(cache) == listed | {"_gen/00000002.json"}
+    assert cache_files(cache) == listed | {str(record_path(cache, second).relative_to(cache.root))}
 
 
 def test_entries_level_holds_the_content_evidence_and_replaces_an_older_one(
@@ -220,9 +232,9 @@ def test_entries_level_holds_the_content_evidence_and_replaces_an_older_one(
     evidence). A record of the level before them (``entries``: paths and sizes only) is not read:
     the next mark deletes its parts and reads those HEAD ranges from lakeFS once more."""
     cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
-    _, expected = mark(spark, env, cache)
-    record_path = cache.root / "_gen/00000001.json"
-    record = json.loads(record_path.read_text())
+    first, expected = mark(spark, env, cache)
+    path = record_path(cache, first)
+    record = json.loads(path.read_text())
     parts = [cache.root / p["file"] for ps in record["head_entries"].values() for p in ps]
     rows = [r for f in parts for r in pq.read_table(f).to_pylist()]
     assert rows and set(rows[0]) == {"range_id", "path", "size", "address", "checksum"}
@@ -231,7 +243,7 @@ def test_entries_level_holds_the_content_evidence_and_replaces_an_older_one(
     for f in parts:  # as the older level wrote them
         pq.write_table(pq.read_table(f, columns=["range_id", "path", "size"]), f)
     record["entries"] = record.pop("head_entries")
-    record_path.write_text(json.dumps(record))
+    path.write_text(json.dumps(record))
 
     range_calls = env.server.faults.inject(Fault(path=RANGE, delay=0.0))
     second, marked = mark(spark, env, cache)
@@ -259,8 +271,8 @@ DAMAGES = {"range part corrupt": ("ranges", _corrupt), "range part one row short
 
 def test_damaged_cache_fails_the_mark(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
     cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
-    _, expected = mark(spark, env, cache)
-    record = json.loads((cache.root / "_gen/00000001.json").read_text())
+    first, expected = mark(spark, env, cache)
+    record = json.loads(record_path(cache, first).read_text())
     listed = {
         "metaranges": sorted(p["file"] for p in record["metaranges"]),
         "ranges": sorted(p["file"] for parts in record["ranges"].values() for p in parts),
@@ -289,28 +301,30 @@ def test_killed_generation_is_ignored_and_cleaned(spark: SparkSession, env: GcEn
     cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
     first, expected = mark(spark, env, cache)
     kept = cache_files(cache)
+    generation = first.summary["range_cache"]["generation"]
+    nxt = f"{generation + 1:08d}"
     # a cycle killed after writing its parts, before its record: they claim every range and
     # metarange holds nothing but an address that would save a garbage object if it were read
     saved = sorted(expected)[0]
     range_ids = sorted(recorded(env, first, "ranges", "range_id"))
     metaranges = sorted(recorded(env, first, "metaranges", "metarange_id"))
     killed = {
-        "ranges/part-00000002-b00000-killed.parquet": pa.table(
+        f"ranges/part-{nxt}-b00000-killed.parquet": pa.table(
             {"range_id": range_ids, "address": [saved] * len(range_ids)}
         ),
-        "metaranges/part-00000002-killed.parquet": pa.table(
+        f"metaranges/part-{nxt}-killed.parquet": pa.table(
             {"metarange_id": metaranges, "range_id": [range_ids[0]] * len(metaranges)}
         ),
-        "committed/part-00000002-b00000-killed.parquet": pa.table({"address": [saved], "count": [1]}),
+        f"committed/part-{nxt}-b00000-killed.parquet": pa.table({"address": [saved], "count": [1]}),
     }
     for name, table in killed.items():
         pq.write_table(table, cache.root / name)
-    (cache.root / "_gen/00000002.json.tmp").write_text("{")
+    (cache.root / f"_gen/{nxt}.json.tmp").write_text("{")
 
     second, marked = mark(spark, env, cache)
     assert marked == expected
     stats = second.summary["range_cache"]
-    assert (stats["metaranges_read"], stats["ranges_read"], stats["generation"]) == (0, 0, 1)
+    assert (stats["metaranges_read"], stats["ranges_read"], stats["generation"]) == (0, 0, generation)
     assert cache_files(cache) == kept
 
 

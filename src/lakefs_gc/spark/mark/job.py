@@ -5,6 +5,7 @@ The body reads like the algorithm (:func:`mark_run`)::
     cutoff = now - max(min age, lakeFS's grace period)           # gc.cutoff
     source = listing | inventory snapshot | candidate set         # chosen before lakeFS is asked
     candidates = source, read while lakeFS prepares the dump      # sources.prefetch, kept
+    new commits' ranges, into the range cache meanwhile           # range_cache.ahead
     staged = lakeFS's uncommitted dump                            # first, completely
     committed = addresses of the active commits' ranges           # then; ranges read on executors
     garbage = candidates - committed - staged, older than cutoff  # gc.algebra, as joins
@@ -45,8 +46,10 @@ from lakefs_gc.lakefs.addresses import collectable_namespace
 from lakefs_gc.lakefs.commit_graph import CheckedCommits, cross_check_export
 from lakefs_gc.lakefs.exports import ActiveCommits
 from lakefs_gc.lakefs.uncommitted import UncommittedDumpError
-from lakefs_gc.spark.mark.algebra import AddressLookup, classify, garbage, keep_as
+from lakefs_gc.spark.mark.algebra import classify, garbage, keep_as
+from lakefs_gc.spark.mark.during_dump import DumpWait
 from lakefs_gc.spark.mark.head_contents import heads_to_read, split_references
+from lakefs_gc.spark.mark.range_cache.ahead import with_read_ahead
 from lakefs_gc.spark.mark.range_cache.cache import RangeCache, committed_frames_cached
 from lakefs_gc.spark.mark.range_cache.heads import CachedHeadTrees
 from lakefs_gc.spark.mark.references import (
@@ -60,7 +63,6 @@ from lakefs_gc.spark.mark.references import (
 from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.mark.sources import CandidateProvider, candidate_source
 from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
-from lakefs_gc.spark.mark.sources.prefetch import CandidatePrefetch
 from lakefs_gc.spark.mark.tally import Tally, observed_garbage, tally
 from lakefs_gc.spark.mark.twin_evidence import marked_sizes, marked_with_evidence
 from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
@@ -102,23 +104,22 @@ def mark_run(
     start, client, repository = clock(), refs.api, params.repository
     repo = client.get_repository(repository)
     namespace = collectable_namespace(repo, client.blockstore_type(repo.storage_id), refs.storage.local_root)
-    cutoff = compute_cutoff(
-        start,
-        grace_period=client.grace_period(default=DEFAULT_GRACE_PERIOD),
-        min_age=params.min_age,
-        unsafe_min_age=params.unsafe_min_age,
-    )
+    grace = client.grace_period(default=DEFAULT_GRACE_PERIOD)
+    min_age, unsafe = params.min_age, params.unsafe_min_age
+    cutoff = compute_cutoff(start, grace_period=grace, min_age=min_age, unsafe_min_age=unsafe)
     say(f"{repository}: cutoff {cutoff.time.isoformat()} ({cutoff.reason}); "
         f"namespace {repo.storage_namespace}")  # fmt: skip
     # before the dump: a refused inventory leaves nothing behind
     source = source or candidate_source(params, namespace, refs.storage, now=start, say=say)
+    reader = MetadataReader(refs.connection, repository, repo.storage_namespace, namespace, refs.storage)
     context = _MarkContext(
-        spark, params, refs, repo, namespace, cutoff, source, start, clock, say, range_cache
+        spark, params, refs, repo, namespace, cutoff, source, start, clock, say, reader, range_cache
     )
-    # read while lakeFS prepares the dump (sources/prefetch.py: the mark's guarantees are unchanged)
-    found = CandidatePrefetch(
-        spark, source, parallelism=context.parallelism, say=lambda m: say(f"{repository}: {m}")
-    )
+    # read while lakeFS prepares the dump (during_dump.py: the mark's guarantees are unchanged)
+    found = DumpWait.start(
+        spark, source, parallelism=context.parallelism, say=lambda m: say(f"{repository}: {m}"),
+        range_cache=range_cache, reader=reader, graph=refs.graph, now=start, heads=params.trust_checksums,
+    )  # fmt: skip
     say(f"{repository}: asking lakeFS for the uncommitted dump")
     try:
         dump = client.prepare_uncommitted(repository, storage_namespace=repo.storage_namespace)
@@ -144,6 +145,7 @@ class _MarkContext:
     start: datetime
     clock: Clock
     say: Progress
+    reader: MetadataReader  # the metaranges and ranges, on the executors
     range_cache: RangeCache | None = None
 
     @property
@@ -155,19 +157,20 @@ class _MarkRun:
     """One mark after the dump: everything that must end in a report, success or not."""
 
     def __init__(
-        self, c: _MarkContext, run_id: str, dump: StagedExport | None, found: CandidatePrefetch | None = None
+        self, c: _MarkContext, run_id: str, dump: StagedExport | None, found: DumpWait | None = None
     ) -> None:
-        self.found = found  # the candidates, being read (None: a mark that only records its failure)
+        self.found = found  # candidates and ranges, being read (None: a mark that only records its failure)
         self.spark, self.params, self.refs, self.repo = c.spark, c.params, c.refs, c.repo
         self.namespace, self.cutoff, self.source = c.namespace, c.cutoff, c.source
         self.run_id, self.dump = run_id, dump
         self.report = ReportDir(c.namespace, run_id, c.refs.storage)
         self.start, self.clock, self.say = c.start, c.clock, c.say
-        self.range_cache = c.range_cache
+        self.range_cache, self.reader = c.range_cache, c.reader
         self.parallelism = c.parallelism
         self.stats: dict[str, Any] = {"candidates": c.source.summary}
         self.first_slice = ""
         self.persisted: list[DataFrame] = []
+        self.ranges_ahead: dict[str, Any] = {}  # what the range cache's read-ahead read
 
     def execute(self) -> MarkResult:
         try:
@@ -199,6 +202,8 @@ class _MarkRun:
             timeout=self.params.prepare_commits_timeout,
         )
         self.stats[COMMITS_EXPORT_RUN_ID] = export_run_id  # the service's retention removes that export
+        assert self.found is not None
+        self.ranges_ahead = self.found.ranges_read()  # before the cross-check (range_cache/ahead.py)
         checked = self._cross_check(commits, export_run_id)
         metaranges = commits.metarange_ids
         self.stats.update(num_active_commits=len(commits.commits) + commits.without_metarange)
@@ -213,14 +218,15 @@ class _MarkRun:
             f"{self.repo.id}: {len(commits.commits)} active commits, {len(metaranges)} metaranges; "
             f"reading ranges on {self.parallelism} partitions"
         )
-        assert self.found is not None
-        found = self.found.result()
+        found = self.found.candidates_read()
         self.stats.update(found.stats)
         evidence = CONTENT_MD5 in found.objects.columns
         contents = None  # with content evidence, the HEAD ranges are read once for the guard too
         if read.with_heads is not None and evidence:
             committed, contents = split_references(self._persist(read.with_heads))
-        level = self._level(read, found.partitions) if contents is None else None
+        level = read.lookup if contents is None else None  # the range cache's level (None: no cache)
+        if level is not None:
+            self.stats["range_cache"]["committed_in_place"] = int(level.fits(found.partitions))
         marked_rows, observation = observed_garbage(
             classify(
                 found.objects, committed=committed if level is None else level, uncommitted=uncommitted,
@@ -277,8 +283,7 @@ class _MarkRun:
         if not marked.take(1):
             self.stats["identity_twins"] = guard_twins_none()
             return garbage
-        refs, repo, cache, ns = self.refs, self.repo, self.range_cache, self.namespace
-        reader = MetadataReader(refs.connection, repo.id, repo.storage_namespace, ns, refs.storage)
+        refs, repo, cache, reader = self.refs, self.repo, self.range_cache, self.reader
         trees, sizes = None, marked_sizes(marked)
         if cache is not None:  # the HEAD trees through the cache the mark has just updated
             trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
@@ -318,15 +323,9 @@ class _MarkRun:
             storage_namespace=repo.storage_namespace, namespace=self.namespace, options=refs.storage,
             metarange_ids=metaranges, parallelism=self.parallelism, retained_ids=retained, heads=heads or (),
         )  # fmt: skip
-        self.stats["range_cache"] = cached.stats
+        self.stats["range_cache"] = with_read_ahead(cached.stats, self.ranges_ahead)
         level, retained_only = cached.lookup, cached.retained
         return Committed(cached.range_ids, level.addresses, retained=retained_only, unique=True, lookup=level)
-
-    def _level(self, read: Committed, partitions: int | None) -> AddressLookup | None:
-        """The range cache's level as the classification's lookup (None: no cache); stats say how."""
-        if read.lookup is not None:
-            self.stats["range_cache"]["committed_in_place"] = int(read.lookup.fits(partitions))
-        return read.lookup
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)

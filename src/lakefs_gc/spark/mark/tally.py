@@ -63,16 +63,16 @@ def tally(observation: Observation, guarded: DataFrame, where: str) -> Tally:
         reason: {"objects": int(metrics[f"objects_{i}"] or 0), "bytes": int(metrics[f"bytes_{i}"] or 0)}
         for i, reason in enumerate(reasons.REASONS)
     }
-    observed_garbage = counts[reasons.GARBAGE]["objects"]
+    garbage_observed = counts[reasons.GARBAGE]["objects"]
     after = {reason: {"objects": 0, "bytes": 0} for reason in (reasons.GARBAGE, reasons.IDENTITY_TWIN)}
     for row in guarded.groupBy("reason").agg(F.count("*").alias("n"), F.sum("size").alias("b")).collect():
         if row["reason"] not in after:
             raise GcError(f"{where}: the identity-twin guard left reason {row['reason']!r} among the garbage")
         after[row["reason"]] = {"objects": int(row["n"]), "bytes": int(row["b"] or 0)}
     kept = sum(c["objects"] for c in after.values())
-    if kept != observed_garbage:
+    if kept != garbage_observed:
         raise GcError(
-            f"{where}: counted {observed_garbage} garbage objects while classifying, "
+            f"{where}: counted {garbage_observed} garbage objects while classifying, "
             f"but {kept} after the identity-twin guard"
         )
     if int(metrics["rows"]) != sum(c["objects"] for c in counts.values()):

@@ -292,12 +292,15 @@ def _buckets(generation: Generation) -> dict[int, tuple[str, ...]]:
 
 
 def plan_metaranges(
-    listed: Sequence[Part], needed: Sequence[str]
+    listed: Sequence[Part], needed: Sequence[str], *, evict: bool = True
 ) -> tuple[list[tuple[str, str | None]], tuple[Part, ...]]:
     """The work of a cycle on the metarange level: ``(metarange id, part to copy it from or None
-    to read it from lakeFS)`` items, and the listed parts kept as they are."""
+    to read it from lakeFS)`` items, and the listed parts kept as they are (``evict`` false: all
+    of them, and only what is missing is read: a read-ahead's, :mod:`.ahead`)."""
     wanted = set(needed)
     where = {m: p.file for p in reversed(listed) for m in p.ids}
+    if not evict:
+        return [(m, None) for m in needed if m not in where], tuple(listed)
     kept = tuple(p for p in listed if wanted.intersection(p.ids))
     held = sum(len(p.ids) for p in kept)
     hits = [m for m in needed if m in where]
@@ -314,8 +317,10 @@ def _update_metaranges(
     current: Generation,
     needed: list[str],
     parallelism: int,
+    *,
+    evict: bool = True,
 ) -> tuple[tuple[Part, ...], dict[str, int]]:
-    items, kept = plan_metaranges(current.metaranges, needed)
+    items, kept = plan_metaranges(current.metaranges, needed, evict=evict)
     read = sum(1 for _, source in items if source is None)
     parts: list[Part] = []
     if items:
@@ -325,6 +330,8 @@ def _update_metaranges(
         for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
             parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
     stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
+    if not evict:  # a read-ahead: the parts as they were; the new ones as of the newest mark
+        return (*kept, *(replace(p, used=current.number) for p in parts)), stats
     used = current.number + 1  # every part kept or written holds a needed metarange
     return tuple(replace(p, used=used) for p in (*kept, *parts)), stats
 

@@ -233,10 +233,7 @@ def _applied(held: pa.Table, deltas: pa.Table) -> pa.Table:
         return _grouped(held, deltas)
     counts = held.column("count").to_numpy().copy()
     counts[positions.to_numpy()] += matched.column("delta").to_numpy()
-    fresh = deltas.filter(pc.invert(found))
-    added = pa.table(
-        [fresh.column("address"), fresh.column("delta"), fresh.column("hash")], schema=COUNT_SCHEMA
-    )
+    added = _as_counts(deltas.filter(pc.invert(found)))
     updated = pa.table(
         [held.column("address"), pa.array(counts, pa.int64()), held.column("hash")], schema=COUNT_SCHEMA
     )
@@ -246,10 +243,15 @@ def _applied(held: pa.Table, deltas: pa.Table) -> pa.Table:
 def _grouped(held: pa.Table, deltas: pa.Table) -> pa.Table:
     """:func:`_applied` by grouping every row by address (the hash is the address's: grouping by
     both is grouping by the address)."""
-    columns = [deltas.column("address"), deltas.column("delta"), deltas.column("hash")]
-    merged = pa.concat_tables([held, pa.table(columns, schema=COUNT_SCHEMA)])
+    merged = pa.concat_tables([held, _as_counts(deltas)])
     merged = merged.group_by(["address", "hash"]).aggregate([("count", "sum")])
     return pa.table([merged.column(n) for n in ("address", "count_sum", "hash")], schema=COUNT_SCHEMA)
+
+
+def _as_counts(deltas: pa.Table) -> pa.Table:
+    """``deltas`` (``address, delta, hash``) as a ``COUNT_SCHEMA`` table, each delta its count."""
+    columns = [deltas.column("address"), deltas.column("delta"), deltas.column("hash")]
+    return pa.table(columns, schema=COUNT_SCHEMA)
 
 
 def _runs(batches: Iterator[pa.RecordBatch]) -> Iterator[tuple[int, pa.Table]]:

@@ -105,8 +105,7 @@ class _Held:
 
     def __init__(self, store: _Store, listed: Mapping[int, Part]) -> None:
         self.store, self.listed = store, listed
-        self.buckets: set[int] = set()
-        self.loaded = np.zeros(0, dtype=bool)  # by bucket: whether it is loaded (:meth:`load_for`)
+        self.loaded = np.zeros(0, dtype=bool)  # by bucket: whether it is loaded
         self.addresses = pa.array([], pa.string())  # as loaded
         self.keys = np.empty(0, np.uint64)  # their hashes (as unsigned numbers: :func:`_unsigned`), sorted
         self.order = np.empty(0, np.intp)  # the address of each of ``keys``: its position in ``addresses``
@@ -123,12 +122,12 @@ class _Held:
         """Add the parts of ``buckets`` not loaded yet (a bucket the level does not list holds none).
         The addresses stay in the order read (sorting them would copy them again: at the bottom
         line 300 MB more per task); only their hashes are sorted, with where each address is."""
-        new = [b for b in buckets if b not in self.buckets]
+        new = [b for b in buckets if b >= len(self.loaded) or not self.loaded[b]]
         if not new:
             return
-        self.buckets.update(new)
-        self.loaded = np.zeros(max(len(self.loaded), max(new) + 1), dtype=bool)
-        self.loaded[list(self.buckets)] = True
+        if max(new) >= len(self.loaded):
+            self.loaded = np.concatenate([self.loaded, np.zeros(max(new) + 1 - len(self.loaded), dtype=bool)])
+        self.loaded[new] = True
         restored = np.empty_like(self.keys)
         restored[self.order] = self.keys  # back in the order loaded
         keys = [restored]

@@ -24,12 +24,13 @@ if TYPE_CHECKING:
 
 
 def _update_ranges(
-    store: _Store, reader: MetadataReader, current: Generation, bucketed: DataFrame
+    store: _Store, reader: MetadataReader, current: Generation, bucketed: DataFrame, *, evict: bool = True
 ) -> tuple[dict[int, tuple[Part, ...]], dict[str, int], dict[int, tuple[Part, ...]]]:
     """Reads the ranges of ``bucketed`` the addresses level lacks; its new parts, its stats, and
     the entries level with what the same reading added to it (the ranges ``bucketed`` flags
-    ``head``: :class:`~.tasks._RangeIngest`)."""
-    ranges, stats, statuses = _ingest(store, reader, current, bucketed, entries=False)
+    ``head``: :class:`~.tasks._RangeIngest`). ``evict`` false (a read-ahead, :mod:`.ahead`): no
+    bucket is rewritten or dropped, and the parts' ``used`` stay as the newest mark left them."""
+    ranges, stats, statuses = _ingest(store, reader, current, bucketed, entries=False, evict=evict)
     heads = dict(current.entries)
     for s in statuses:
         if s["entries_file"] is not None:
@@ -37,7 +38,7 @@ def _update_ranges(
                 s["entries_file"],
                 int(s["entries_rows"]),
                 ranges=int(s["entries_ranges"]),
-                used=current.number + 1,
+                used=current.number + 1 if evict else current.number,
             )
             heads[int(s["bucket"])] = (*heads.get(int(s["bucket"]), ()), part)
     stats["head_ranges_read"] = sum(int(s["entries_ranges"]) for s in statuses)
@@ -53,21 +54,28 @@ def _update_entries(
 
 
 def _ingest(
-    store: _Store, reader: MetadataReader, current: Generation, bucketed: DataFrame, *, entries: bool
+    store: _Store,
+    reader: MetadataReader,
+    current: Generation,
+    bucketed: DataFrame,
+    *,
+    entries: bool,
+    evict: bool = True,
 ) -> tuple[dict[int, tuple[Part, ...]], dict[str, int], list[Any]]:
-    """One level's update (the addresses, or ``entries``): its parts, stats, and the tasks' status rows."""
+    """One level's update (the addresses, or ``entries``): its parts, stats, and the tasks' status
+    rows. ``evict`` false: only added to (a read-ahead's, :func:`_update_ranges`)."""
     level = current.entries if entries else current.ranges
     head_parts = {} if entries else current.entries
-    ingest = _RangeIngest(store, reader, current.number + 1, level, entries, head_parts)
+    ingest = _RangeIngest(store, reader, current.number + 1, level, entries, head_parts, evict)
     statuses = bucketed.mapInArrow(on_executor(ingest), RANGE_STATUS).collect()
-    ranges: dict[int, tuple[Part, ...]] = {}
+    ranges: dict[int, tuple[Part, ...]] = {} if evict else dict(level)
     if len({s["bucket"] for s in statuses}) != len(statuses):  # repartition(n, "bucket") forbids it
         raise RangeCacheError(f"range cache {store.root}: a bucket was written by two tasks")
     # the addresses level belongs to the generation being made; the entries level is added to
     # the newest one (:mod:`.heads` rewrites its record), whose mark is the one that needs them
-    used = current.number if entries else current.number + 1
+    used = current.number if entries or not evict else current.number + 1
     for s in statuses:
-        needed_in = set(s["used_files"] or ())
+        needed_in = set(s["used_files"] or ()) if evict else set()
         listed = () if s["replaced"] else level.get(s["bucket"], ())
         parts = [replace(p, used=used) if p.file in needed_in else p for p in listed]
         if s["file"] is not None:

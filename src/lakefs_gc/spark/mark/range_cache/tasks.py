@@ -297,6 +297,7 @@ class _RangeIngest:
     listed: Mapping[int, tuple[Part, ...]]
     entries: bool = False
     head_parts: Mapping[int, tuple[Part, ...]] = field(default_factory=dict)
+    evict: bool = True  # false: never rewrite a bucket (a read-ahead only adds: :mod:`.ahead`)
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         heads: set[str] = set()
@@ -321,7 +322,8 @@ class _RangeIngest:
                 used_files.append(part.file)
         keep, new = ids & held, sorted(ids - held)
         unneeded = len(held) - len(keep)
-        rewrite = bool(parts) and (unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS)
+        due = unneeded > EVICT_FRACTION * len(held) or len(parts) >= MAX_BUCKET_PARTS
+        rewrite = self.evict and bool(parts) and due
         level, schema = (ENTRY_DIR, ENTRY_SCHEMA) if self.entries else (RANGE_DIR, RANGE_SCHEMA)
         writer = _PartWriter(self.store, f"{level}/part-{self.gen:08d}-b{bucket:05d}", schema)
         if rewrite:

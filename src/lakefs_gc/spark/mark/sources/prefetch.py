@@ -21,19 +21,14 @@ for them (its dump refused, an error after it) cancels the reading and drops wha
 
 from __future__ import annotations
 
-import itertools
-import threading
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from lakefs_gc.spark.mark.sources.base import CandidateProvider, Candidates, Progress
+from lakefs_gc.spark.runtime.background import BackgroundJobs
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
-
-#: how long closing waits for a cancelled reading's thread to end
-_CLOSE_WAIT_SECONDS = 60.0
-_GROUPS = itertools.count(1)
 
 
 class CandidatePrefetch:
@@ -42,21 +37,15 @@ class CandidatePrefetch:
     def __init__(
         self, spark: SparkSession, source: CandidateProvider, *, parallelism: int, say: Progress
     ) -> None:
-        from pyspark import InheritableThread
-
         self._spark, self._source, self._parallelism, self._say = spark, source, parallelism, say
-        self._group = f"lakefs-gc-candidates-{id(self)}-{next(_GROUPS)}"
-        self._lock = threading.Lock()
-        self._closed = False
         self._found: Candidates | None = None
         self._kept: DataFrame | None = None
         self._error: BaseException | None = None
-        self._thread = InheritableThread(target=self._read, name="lakefs-gc candidates", daemon=True)
-        self._thread.start()
+        self._jobs = BackgroundJobs(spark, self._read, name="candidates")  # last: it starts the reading
 
     def result(self) -> Candidates:
         """The candidates, once read (their ``objects`` kept until :meth:`close`); the reading's error."""
-        self._thread.join()
+        self._jobs.join()
         if self._error is not None:
             raise self._error
         assert self._found is not None
@@ -64,13 +53,8 @@ class CandidatePrefetch:
 
     def close(self) -> None:
         """Cancel a reading still running, wait for its thread, and drop the kept candidates."""
-        with self._lock:
-            self._closed = True
-            running = self._thread.is_alive()
-        if running:
-            self._spark.sparkContext.cancelJobGroup(self._group)
-            self._thread.join(_CLOSE_WAIT_SECONDS)
-        with self._lock:
+        self._jobs.close()
+        with self._jobs.lock:
             kept, self._kept = self._kept, None
         if kept is not None:
             kept.unpersist()
@@ -78,15 +62,14 @@ class CandidatePrefetch:
     def _read(self) -> None:
         from pyspark import StorageLevel
 
-        self._spark.sparkContext.setJobGroup(self._group, "lakefs-gc: the mark's candidates", True)
         try:
             found = self._source.candidates(self._spark, parallelism=self._parallelism, say=self._say)
             partitions = kept_partitions(int(self._spark.conf.get("spark.sql.shuffle.partitions") or 1))
             # the joins' own partitioning and order: Spark shuffles only the references to it
             objects = found.objects.repartition(partitions, "address").sortWithinPartitions("address")
             kept = objects.persist(StorageLevel.MEMORY_AND_DISK)
-            with self._lock:
-                closed = self._closed
+            with self._jobs.lock:
+                closed = self._jobs.closed
                 if not closed:
                     self._kept = kept
             if closed:  # the mark ended before the reading began

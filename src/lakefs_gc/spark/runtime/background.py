@@ -1,0 +1,57 @@
+"""Spark jobs run from a driver thread of their own, cancelled as a whole when their owner closes.
+
+A mark reads some of its inputs while lakeFS prepares the dump (the candidates, the range cache's
+read-ahead). Each such reading runs on a :class:`BackgroundJobs` thread: its Spark jobs carry a
+job group of their own, so closing cancels exactly them, and the owner asks :meth:`open` before
+it keeps or records anything (a closed owner's mark has ended: what it kept would leak).
+"""
+
+from __future__ import annotations
+
+import itertools
+import threading
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+#: how long closing waits for a cancelled reading's thread to end
+CLOSE_WAIT_SECONDS = 60.0
+_GROUPS = itertools.count(1)
+
+
+class BackgroundJobs:
+    """``run`` on a thread named ``lakefs-gc <name>``, started at once; its Spark jobs in one group."""
+
+    def __init__(self, spark: SparkSession, run: Callable[[], None], *, name: str) -> None:
+        from pyspark import InheritableThread
+
+        self.spark, self.name, self._run = spark, name, run
+        self.group = f"lakefs-gc-{name.replace(' ', '-')}-{next(_GROUPS)}"
+        #: guards ``closed`` and whatever the owner keeps on its thread
+        self.lock = threading.Lock()
+        self.closed = False
+        self._thread = InheritableThread(target=self._body, name=f"lakefs-gc {name}", daemon=True)
+        self._thread.start()
+
+    def join(self) -> None:
+        self._thread.join()
+
+    def open(self) -> bool:
+        """Whether the owner still waits for the reading (not closed)."""
+        with self.lock:
+            return not self.closed
+
+    def close(self) -> None:
+        """Cancel the jobs still running, and wait for the thread (at most ``CLOSE_WAIT_SECONDS``)."""
+        with self.lock:
+            self.closed = True
+            running = self._thread.is_alive()
+        if running:
+            self.spark.sparkContext.cancelJobGroup(self.group)
+            self._thread.join(CLOSE_WAIT_SECONDS)
+
+    def _body(self) -> None:
+        self.spark.sparkContext.setJobGroup(self.group, f"lakefs-gc: {self.name}", True)
+        self._run()
