@@ -9,7 +9,8 @@ from the branches and tags (as the retention cross-check reads it, through the s
 commits), the metaranges of the commits lakeFS's documented retention rule keeps that the range
 cache lacks, and the ranges those list that it lacks, HEAD ranges with their entries (as the
 mark's update would). It only adds: nothing is evicted, every part's ``used`` stays as the newest
-mark left it, and the committed-address level is not touched. It records a generation of its
+mark left it (a new part's is that mark's, for the byte cap), and the committed-address level is
+not touched. It records a generation of its
 own; the mark's update then opens that one and finds those ranges cached.
 
 Reading early takes nothing out of the mark's guarantees. Metaranges and ranges are named by
