@@ -221,7 +221,9 @@ class Report:
 
 def lost_tasks(event_logs: set[Path]) -> set[tuple[int, int, str]]:
     """(stage, partition, executor) of every task lost with its executor whose partition then
-    succeeded on another executor, from the application's event log."""
+    succeeded on another executor, from the application's event log. By ``Partition ID``, not the
+    task's ``Index``: a lost task whose retry meets the lost shuffle output (FetchFailed) is run
+    again in a new attempt of its stage that holds only the missing partitions, indexed from 0."""
     ends = []
     for path in event_logs:
         for line in path.read_text(errors="replace").splitlines():
@@ -230,7 +232,7 @@ def lost_tasks(event_logs: set[Path]) -> set[tuple[int, int, str]]:
     lost, succeeded = set(), set()
     for end in ends:
         info, reason = end["Task Info"], end["Task End Reason"]["Reason"]
-        task = (end["Stage ID"], info["Index"], info["Executor ID"])
+        task = (end["Stage ID"], info.get("Partition ID", info["Index"]), info["Executor ID"])
         if reason == "ExecutorLostFailure":
             lost.add(task)
         elif reason == "Success":
