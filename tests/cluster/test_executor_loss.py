@@ -91,7 +91,7 @@ class ExecutorGate(S3SlowDown):
             method, path = environ.get("REQUEST_METHOD", ""), environ.get("PATH_INFO", "")
             if point is None or not point.matches(method, path):
                 return None
-            pid = socket_owner(int(environ.get("REMOTE_PORT", 0)))
+            pid = socket_owner(int(environ.get("REMOTE_PORT", 0)), int(environ.get("SERVER_PORT", 0)))
             worker = self.cluster.worker_of(pid) if pid is not None else None
             if worker is None:  # the driver's request
                 return None

@@ -10,8 +10,8 @@ commits), the metaranges of the commits lakeFS's documented retention rule keeps
 cache lacks, and the ranges those list that it lacks, HEAD ranges with their entries (as the
 mark's update would). It only adds: nothing is evicted, every part's ``used`` stays as the newest
 mark left it (a new part's is that mark's, for the byte cap), and the committed-address level is
-not touched. It records a generation of its
-own; the mark's update then opens that one and finds those ranges cached.
+not touched. It records a generation of its own; the mark's update then opens that one and
+finds those ranges cached.
 
 Reading early takes nothing out of the mark's guarantees. Metaranges and ranges are named by
 their contents, so when one is read does not matter. Which of them are live is still decided by
@@ -45,7 +45,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-#: the summary's ``range_cache`` keys counting what was read from lakeFS (the read-ahead's added)
 #: up to this many new metaranges (a cycle's new commits), the read-ahead runs one task at a time:
 #: it still ends well before the dump (at the bottom line, 300 metaranges and their ~340 new
 #: ranges took ~20 s once the candidates were read, 76 s into a 117-119 s dump), and leaves the
@@ -53,7 +52,13 @@ _log = logging.getLogger(__name__)
 #: preparing the dump: with both cores the dump took 127 s and the cycle 180 s, against 167 s
 #: (bench/README.md). More (a first cycle's whole history) use every task
 ONE_TASK_METARANGES = 1_000
-_READ_KEYS = {"metaranges_read": "metaranges_cached", "ranges_read": "ranges_cached", "head_ranges_read": ""}
+#: the summary's ``range_cache`` keys counting what was read from lakeFS, to which the read-ahead's
+#: are added, and the key counting the same things as cached, from which they are taken (None: none)
+_READ_KEYS: dict[str, str | None] = {
+    "metaranges_read": "metaranges_cached",
+    "ranges_read": "ranges_cached",
+    "head_ranges_read": None,
+}
 
 
 class RangeCacheReadAhead:
@@ -159,7 +164,7 @@ def with_read_ahead(stats: Mapping[str, int], ahead: Mapping[str, Any]) -> dict[
         extra = int(ahead.get(read, 0))
         if read in merged:
             merged[read] += extra
-        if cached in merged:
+        if cached is not None and cached in merged:
             merged[cached] = max(0, merged[cached] - extra)
     if ahead:
         merged["read_ahead"] = dict(ahead)

@@ -330,10 +330,10 @@ def _update_metaranges(
         for row in tasks.mapInArrow(on_executor(writer), META_STATUS).collect():
             parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
     stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
-    if not evict:  # a read-ahead: the parts as they were; the new ones as of the newest mark
-        return (*kept, *(replace(p, used=current.last_used()) for p in parts)), stats
-    used = current.number + 1  # every part kept or written holds a needed metarange
-    return tuple(replace(p, used=used) for p in (*kept, *parts)), stats
+    used = current.used_by_update(evict=evict)
+    if not evict:  # a read-ahead: the parts as they were, the new ones as of the newest mark
+        return (*kept, *(replace(p, used=used) for p in parts)), stats
+    return tuple(replace(p, used=used) for p in (*kept, *parts)), stats  # each holds a needed one
 
 
 def _range_ids(

@@ -143,6 +143,13 @@ class Generation:
         """The generation of the newest mark that used this cache (0: none)."""
         return max((p.used for p in self.parts()), default=0)
 
+    def used_by_update(self, *, evict: bool) -> int:
+        """The ``used`` of a part the next update writes or needs: the generation that update
+        records, when it is a mark's (``evict``); a read-ahead's, which only adds (:mod:`.ahead`),
+        leaves the newest mark's, so that the byte cap still orders parts by the marks that needed
+        them, even after a read-ahead whose mark then failed."""
+        return self.number + 1 if evict else self.last_used()
+
     def shape(self) -> tuple[frozenset[str], frozenset[str]]:
         """Its address files, and those the newest mark did not need: two generations of the same
         shape differ only in numbering, and need no new record. The HEAD entries level is left out:

@@ -38,7 +38,7 @@ def _update_ranges(
                 s["entries_file"],
                 int(s["entries_rows"]),
                 ranges=int(s["entries_ranges"]),
-                used=current.number + 1 if evict else current.last_used(),
+                used=current.used_by_update(evict=evict),
             )
             heads[int(s["bucket"])] = (*heads.get(int(s["bucket"]), ()), part)
     stats["head_ranges_read"] = sum(int(s["entries_ranges"]) for s in statuses)
@@ -73,7 +73,7 @@ def _ingest(
         raise RangeCacheError(f"range cache {store.root}: a bucket was written by two tasks")
     # the addresses level belongs to the generation being made; the entries level is added to
     # the newest one (:mod:`.heads` rewrites its record), whose mark is the one that needs them
-    used = current.number if entries else current.number + 1 if evict else current.last_used()
+    used = current.number if entries else current.used_by_update(evict=evict)
     for s in statuses:
         needed_in = set(s["used_files"] or ()) if evict else set()
         listed = () if s["replaced"] else level.get(s["bucket"], ())
