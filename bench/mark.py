@@ -385,6 +385,10 @@ def print_stages(w: Callable[[str], Any], stages: list[dict[str, Any]]) -> None:
 # ---- mark ----------------------------------------------------------------------------------
 
 
+#: the thread of the lines that only say Spark is still working (spark/runtime/heartbeat.py)
+HEARTBEAT_LANE = "lakefs-gc heartbeat"
+
+
 @dataclass
 class Timeline:
     """The mark's progress lines with the seconds since its start. A line said on another thread
@@ -406,7 +410,8 @@ class Timeline:
         """Each line's phase, until the next line of its lane (the mark's lane: the end; another
         lane's last line: its own end, 0 s)."""
         found = []
-        for lane in dict.fromkeys(lane for _, lane, _ in self.lines):
+        lanes = dict.fromkeys(lane for _, lane, _ in self.lines)
+        for lane in (lane for lane in lanes if lane != HEARTBEAT_LANE):  # printed, not a phase
             marks = [(t, m) for t, line_lane, m in self.lines if line_lane == lane]
             ends = [t for t, _ in marks[1:]] + [end if not lane else marks[-1][0]]
             prefix = f"[{lane}] " if lane else ""

@@ -13,6 +13,7 @@ ports (:mod:`lakefs_gc.gc.params`, :mod:`lakefs_gc.gc.ports`). Here one becomes 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 from weakref import WeakKeyDictionary
@@ -23,6 +24,7 @@ from lakefs_gc.lakefs.commit_graph import CommitCache, LakeFSCommitGraph
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.mark.references import LakeFSRefs
 from lakefs_gc.spark.report.layout import ReportDir
+from lakefs_gc.spark.runtime.heartbeat import SparkHeartbeat
 from lakefs_gc.storage.deleting import DryRunDeleters, StoreDeleters
 
 if TYPE_CHECKING:
@@ -80,7 +82,8 @@ def mark(
 
     refs = lakefs_refs(client, settings, commits)
     params = settings.mark_params(repository)
-    return mark_run(spark, params, refs, source, clock, progress=progress, range_cache=range_cache)
+    with _heartbeat(spark, progress, repository) as say:
+        return mark_run(spark, params, refs, source, clock, progress=say, range_cache=range_cache)
 
 
 def sweep(
@@ -106,7 +109,16 @@ def sweep(
         DryRunDeleters(report.namespace) if dry_run else StoreDeleters(report.namespace, settings.storage)
     )
     refs = lakefs_refs(client, settings, commits)
-    return sweep_run(spark, params, report, deleters, clock, refs=refs, progress=progress)
+    with _heartbeat(spark, progress, repository) as say:
+        return sweep_run(spark, params, report, deleters, clock, refs=refs, progress=say)
+
+
+def _heartbeat(
+    spark: SparkSession, progress: Progress | None, label: str
+) -> contextlib.AbstractContextManager[Progress | None]:
+    """``progress`` watched by a :class:`SparkHeartbeat`, which says what Spark is doing when a
+    job has been silent for a minute (a first cycle's range cache at 20M objects: 22 minutes)."""
+    return SparkHeartbeat(spark, progress, label) if progress is not None else contextlib.nullcontext(None)
 
 
 def copy(
