@@ -117,7 +117,8 @@ def _heartbeat(
     spark: SparkSession, progress: Progress | None, label: str
 ) -> contextlib.AbstractContextManager[Progress | None]:
     """``progress`` watched by a :class:`SparkHeartbeat`, which says what Spark is doing when a
-    job has been silent for a minute (a first cycle's range cache at 20M objects: 22 minutes)."""
+    job has been silent for a minute (a first cycle's range cache at 20M objects: 22 minutes; a
+    backup of a million objects says nothing between its first and last lines)."""
     return SparkHeartbeat(spark, progress, label) if progress is not None else contextlib.nullcontext(None)
 
 
@@ -139,15 +140,16 @@ def copy(
 
     report = mark_report(client, settings, repository, mark_id)
     parallelism = settings.spark.parallelism
-    if direction == "backup":
-        return backup_run(
-            spark, report, repository, to=location, concurrency=concurrency, parallelism=parallelism,
-            progress=progress,
+    with _heartbeat(spark, progress, repository) as say:
+        if direction == "backup":
+            return backup_run(
+                spark, report, repository, to=location, concurrency=concurrency, parallelism=parallelism,
+                progress=say,
+            )  # fmt: skip
+        return restore_run(
+            spark, report, repository, source=location, concurrency=concurrency, parallelism=parallelism,
+            progress=say,
         )  # fmt: skip
-    return restore_run(
-        spark, report, repository, source=location, concurrency=concurrency, parallelism=parallelism,
-        progress=progress,
-    )  # fmt: skip
 
 
 def report_table(settings: GcSettings, storage_namespace: str, mark_id: str, name: str) -> pa.Table:
