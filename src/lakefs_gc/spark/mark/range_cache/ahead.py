@@ -139,7 +139,7 @@ def read_ahead(
         return {"metaranges_read": 0, "ranges_read": 0, "head_ranges_read": 0}
     if len(new) <= ONE_TASK_METARANGES:
         parallelism = 1
-    metaranges, _ = _update_metaranges(spark, cache, reader, current, new, parallelism, evict=False)
+    metaranges, stats = _update_metaranges(spark, cache, reader, current, new, parallelism, evict=False)
     ids = _range_ids(spark, cache, metaranges, new, parallelism, only=set(), heads=set(heads))
     bucketed = _bucketed(ids.select("id", "head"), current.buckets, parallelism)
     ranges, range_stats, entries = _update_ranges(cache.store(), reader, current, bucketed, evict=False)
@@ -150,7 +150,7 @@ def read_ahead(
         raise RangeCacheError(f"range cache {cache.root}: read ahead for a mark that has ended; not recorded")
     cache.commit(generation)
     return {
-        "metaranges_read": len(new),
+        "metaranges_read": stats["metaranges_read"],
         "ranges_read": range_stats["ranges_read"],
         "head_ranges_read": range_stats["head_ranges_read"],
     }

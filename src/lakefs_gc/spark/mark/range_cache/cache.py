@@ -331,9 +331,9 @@ def _update_metaranges(
             parts.append(Part(row["file"], int(row["rows"]), ids=tuple(row["ids"])))
     stats = {"metaranges_cached": len(needed) - read, "metaranges_read": read}
     used = current.used_by_update(evict=evict)
-    if not evict:  # a read-ahead: the parts as they were, the new ones as of the newest mark
-        return (*kept, *(replace(p, used=used) for p in parts)), stats
-    return tuple(replace(p, used=used) for p in (*kept, *parts)), stats  # each holds a needed one
+    if evict:  # each part kept holds a needed metarange; a read-ahead keeps the parts as they were
+        kept = tuple(replace(p, used=used) for p in kept)
+    return (*kept, *(replace(p, used=used) for p in parts)), stats
 
 
 def _range_ids(
