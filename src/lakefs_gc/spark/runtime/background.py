@@ -4,6 +4,12 @@ A mark reads some of its inputs while lakeFS prepares the dump (the candidates, 
 read-ahead). Each such reading runs on a :class:`BackgroundJobs` thread: its Spark jobs carry a
 job group of their own, so closing cancels exactly them, and the owner asks :meth:`open` before
 it keeps or records anything (a closed owner's mark has ended: what it kept would leak).
+
+The owner holds its :class:`BackgroundJobs` before the thread runs (:meth:`BackgroundJobs.start`
+is a step of its own): the thread's first lines may ask the owner's jobs whether it is still
+open. A thread started by the constructor could run them before the owner had assigned what the
+constructor returned; under load in the test run it did, and the range cache's read-ahead died
+of an ``AttributeError`` (the mark then read everything itself).
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ _GROUPS = itertools.count(1)
 
 
 class BackgroundJobs:
-    """``run`` on a thread named ``lakefs-gc <name>``, started at once; its Spark jobs in one group."""
+    """``run`` on a thread named ``lakefs-gc <name>``, from :meth:`start` on; its Spark jobs in one group."""
 
     def __init__(self, spark: SparkSession, run: Callable[[], None], *, name: str) -> None:
         from pyspark import InheritableThread
@@ -33,6 +39,9 @@ class BackgroundJobs:
         self.lock = threading.Lock()
         self.closed = False
         self._thread = InheritableThread(target=self._body, name=f"lakefs-gc {name}", daemon=True)
+
+    def start(self) -> None:
+        """Start the thread; the owner calls it once it holds this object (module docstring)."""
         self._thread.start()
 
     def join(self) -> None:

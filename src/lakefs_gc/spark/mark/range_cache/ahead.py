@@ -79,7 +79,8 @@ class RangeCacheReadAhead:
         self._spark, self._cache, self._reader, self._graph = spark, cache, reader, graph
         self._now, self._heads, self._parallelism, self._say = now, heads, parallelism, say
         self._stats: dict[str, Any] = {}
-        self._jobs = BackgroundJobs(spark, self._run, name="range read-ahead")  # last: it starts it
+        self._jobs = BackgroundJobs(spark, self._run, name="range read-ahead")
+        self._jobs.start()  # last: ``_run`` uses everything above
 
     def wait(self) -> dict[str, Any]:
         """Wait for the read-ahead to end; what it read (empty: nothing, or it failed)."""

@@ -41,7 +41,8 @@ class CandidatePrefetch:
         self._found: Candidates | None = None
         self._kept: DataFrame | None = None
         self._error: BaseException | None = None
-        self._jobs = BackgroundJobs(spark, self._read, name="candidates")  # last: it starts the reading
+        self._jobs = BackgroundJobs(spark, self._read, name="candidates")
+        self._jobs.start()  # last: ``_read`` uses everything above
 
     def result(self) -> Candidates:
         """The candidates, once read (their ``objects`` kept until :meth:`close`); the reading's error."""
