@@ -73,8 +73,9 @@ class CommitCache:
     """Commits read from lakeFS, per repository, for as long as the holder keeps it.
 
     Never invalidated (a commit id names its content). Its size is the repositories' histories as
-    read (~0.5 KB per commit), not the holder's uptime. Readers of different repositories may run
-    at once (the service's cycles run in threads); one repository is read by one reader at a time.
+    read (~0.75 KB per commit: 33,097 commits took 24 MiB, bench/README.md), not the holder's
+    uptime. Readers of different repositories may run at once (the service's cycles run in
+    threads); one repository is read by one reader at a time.
     """
 
     def __init__(self) -> None:
