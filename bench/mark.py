@@ -385,10 +385,6 @@ def print_stages(w: Callable[[str], Any], stages: list[dict[str, Any]]) -> None:
 # ---- mark ----------------------------------------------------------------------------------
 
 
-#: the thread of the lines that only say Spark is still working (spark/runtime/heartbeat.py)
-HEARTBEAT_LANE = "lakefs-gc heartbeat"
-
-
 @dataclass
 class Timeline:
     """The mark's progress lines with the seconds since its start. A line said on another thread
@@ -409,6 +405,8 @@ class Timeline:
     def phases(self, end: float) -> list[dict[str, Any]]:
         """Each line's phase, until the next line of its lane (the mark's lane: the end; another
         lane's last line: its own end, 0 s)."""
+        from lakefs_gc.spark.runtime.heartbeat import THREAD_NAME as HEARTBEAT_LANE
+
         found = []
         lanes = dict.fromkeys(lane for _, lane, _ in self.lines)
         for lane in (lane for lane in lanes if lane != HEARTBEAT_LANE):  # printed, not a phase

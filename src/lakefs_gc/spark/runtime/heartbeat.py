@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 QUIET_S = 60.0
 #: stages named in one line at most (the others are counted)
 STAGES_SHOWN = 3
+#: the heartbeat's thread, which says its lines (a caller that sorts lines by thread tells them apart)
+THREAD_NAME = "lakefs-gc heartbeat"
 
 
 class SparkHeartbeat:
@@ -41,7 +43,7 @@ class SparkHeartbeat:
         self._spark, self._say, self._label, self._quiet_s = spark, say, label, quiet_s
         self._last = time.monotonic()
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="lakefs-gc heartbeat", daemon=True)
+        self._thread = threading.Thread(target=self._run, name=THREAD_NAME, daemon=True)
 
     def say(self, message: str) -> None:
         self._last = time.monotonic()
