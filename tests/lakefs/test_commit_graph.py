@@ -116,10 +116,18 @@ def test_a_commit_cache_outlives_its_readers(env: Env, tmp_path: Path) -> None:
         assert second.calls == 3  # branches, tags, rules
     env.lakefs.upload(repo.name, "main", "g", b"g")
     new = env.lakefs.commit(repo.name, "main", "g", date=NOW).id
+    before = (dict(graph.commits), dict(graph.metaranges))
     with LakeFSClient(connection) as client:
         third = LakeFSCommitGraph(client, page=2, cache=cache)
-        assert new in third.commit_graph(repo.name, [repo.dangling]).commits
+        grown = third.commit_graph(repo.name, [repo.dangling])
+        assert new in grown.commits
         assert third.calls == 4  # and one log page for the new HEAD
+    # the earlier cycle's graph (a guard may still hold it) did not change under it
+    assert (graph.commits, graph.metaranges) == before and new not in graph.commits
+    # one string per id: a parent id is its commit's key, commits of one metarange share its id
+    keys = {id(k): k for k in grown.commits}
+    assert all(id(p) in keys for c in grown.commits.values() for p in c.parents)
+    assert all(grown.commits[k].commit_id is k for k in grown.commits)
     other = build(env, "graph-cache-other", tmp_path)  # commit ids may repeat across repositories
     shared = LakeFSCommitGraph(env.client, cache=cache).commit_graph(other.name, [other.dangling])
     assert shared == LakeFSCommitGraph(env.client).commit_graph(other.name, [other.dangling])

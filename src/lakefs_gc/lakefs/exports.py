@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import csv
 import io
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -25,9 +26,14 @@ COMMITS_COLUMNS = ("commit_id", "expired", "metarange_id")
 ADDRESS_COLUMN = "physical_address"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class ActiveCommit:
-    """An active commit and the metarange holding its tree."""
+    """An active commit and the metarange holding its tree.
+
+    Slotted, its ids interned: the mark holds one per active commit (~14,000 at lakeFS's bottom
+    line), and the commit graph read next (:mod:`lakefs_gc.lakefs.commit_graph`) then shares
+    these strings instead of holding its own copies.
+    """
 
     commit_id: str
     metarange_id: str
@@ -78,7 +84,7 @@ def read_commits_csv(fs: pafs.FileSystem, path: str) -> ActiveCommits:
             continue
         metarange_id = (row.get("metarange_id") or "").strip()
         if metarange_id:
-            commits.append(ActiveCommit(commit_id, metarange_id))
+            commits.append(ActiveCommit(sys.intern(commit_id), sys.intern(metarange_id)))
         else:
             without_metarange += 1
     return ActiveCommits(commits, without_metarange, expired)
