@@ -394,13 +394,17 @@ class Timeline:
 
     start: float = field(default_factory=time.perf_counter)
     lines: list[tuple[float, str, str]] = field(default_factory=list)
+    #: this driver's RSS and peak RSS (MiB) at each line: where its memory grows, phase by phase
+    rss: list[tuple[int, int]] = field(default_factory=list)
 
     def __call__(self, message: str) -> None:
         elapsed = time.perf_counter() - self.start
         thread = threading.current_thread()
         lane = "" if thread is threading.main_thread() else thread.name
         self.lines.append((elapsed, lane, message))
-        say(f"  +{elapsed:6.1f}s {f'[{lane}] ' if lane else ''}{message}")
+        self.rss.append((proc_status("self", "VmRSS"), proc_status("self", "VmHWM")))
+        rss, peak = self.rss[-1]
+        say(f"  +{elapsed:6.1f}s [{rss}/{peak} MiB] {f'[{lane}] ' if lane else ''}{message}")
 
     def phases(self, end: float) -> list[dict[str, Any]]:
         """Each line's phase, until the next line of its lane (the mark's lane: the end; another
@@ -409,14 +413,16 @@ class Timeline:
 
         found = []
         lanes = dict.fromkeys(lane for _, lane, _ in self.lines)
+        lines = [(*line, rss) for line, rss in zip(self.lines, self.rss, strict=True)]
         for lane in (lane for lane in lanes if lane != HEARTBEAT_LANE):  # printed, not a phase
-            marks = [(t, m) for t, line_lane, m in self.lines if line_lane == lane]
-            ends = [t for t, _ in marks[1:]] + [end if not lane else marks[-1][0]]
+            marks = [(t, m, rss) for t, line_lane, m, rss in lines if line_lane == lane]
+            ends = [t for t, _, _ in marks[1:]] + [end if not lane else marks[-1][0]]
             prefix = f"[{lane}] " if lane else ""
             found += [
-                {"phase": (prefix + m)[:90], "seconds": round(until - t, 2), "at": round(t, 2)}
-                for (t, m), until in zip(marks, ends, strict=True)
-            ]
+                {"phase": (prefix + m)[:90], "seconds": round(until - t, 2), "at": round(t, 2),
+                 "rss_mib": rss[0], "peak_rss_mib": rss[1]}
+                for (t, m, rss), until in zip(marks, ends, strict=True)
+            ]  # fmt: skip
         return sorted(found, key=lambda p: p["at"])
 
 
