@@ -160,13 +160,16 @@ def test_the_classifications_reading_plans_what_the_trees_do(
 ) -> None:
     """The guard's first questions (which marked objects may have a twin at all; which sizes to
     resolve by stats within the budgets, and which to keep), answered from the HEAD entries'
-    contents as the classification reads them, are the ones the trees answer."""
+    contents as the classification reads them, are the ones the trees answer. Each world is
+    planned with the objects' MD5s (even seeds) or without them (odd seeds): half the Spark jobs
+    of planning every world both ways, and each way still meets three worlds."""
     _, _, _, objects, marked = world(seed)
     marked_df = local_frame(spark, marked, "address string, size long, md5 string")
     contents_df = local_frame(
         spark, contents_of(seed), "address string, size long, checksum string, heads long"
     )
-    for evidence, budgets in [(True, (10**6, 0, 3)), (False, (10**6, 2))]:
+    ways = [(True, (10**6, 0, 3)), (False, (10**6, 0, 2))]
+    for evidence, budgets in [ways[seed % 2]]:
         objects_df = local_frame(spark, objects, "address string, md5 string") if evidence else None
         keys = head_contents.head_keys(twin_evidence.marked_sizes(marked_df), contents_df, objects_df)
         keys = keys.localCheckpoint()  # as the guard keeps them (and its paired objects)
