@@ -393,17 +393,15 @@ class Timeline:
     line, so the dump's wait is not cut in two by the candidates' progress."""
 
     start: float = field(default_factory=time.perf_counter)
-    lines: list[tuple[float, str, str]] = field(default_factory=list)
-    #: this driver's RSS and peak RSS (MiB) at each line: where its memory grows, phase by phase
-    rss: list[tuple[int, int]] = field(default_factory=list)
+    #: (seconds, lane, message, (RSS, peak RSS) of this driver in MiB: where its memory grows)
+    lines: list[tuple[float, str, str, tuple[int, int]]] = field(default_factory=list)
 
     def __call__(self, message: str) -> None:
         elapsed = time.perf_counter() - self.start
         thread = threading.current_thread()
         lane = "" if thread is threading.main_thread() else thread.name
-        self.lines.append((elapsed, lane, message))
-        self.rss.append((proc_status("self", "VmRSS"), proc_status("self", "VmHWM")))
-        rss, peak = self.rss[-1]
+        rss, peak = proc_status("self", "VmRSS"), proc_status("self", "VmHWM")
+        self.lines.append((elapsed, lane, message, (rss, peak)))
         say(f"  +{elapsed:6.1f}s [{rss}/{peak} MiB] {f'[{lane}] ' if lane else ''}{message}")
 
     def phases(self, end: float) -> list[dict[str, Any]]:
@@ -412,10 +410,9 @@ class Timeline:
         from lakefs_gc.spark.runtime.heartbeat import THREAD_NAME as HEARTBEAT_LANE
 
         found = []
-        lanes = dict.fromkeys(lane for _, lane, _ in self.lines)
-        lines = [(*line, rss) for line, rss in zip(self.lines, self.rss, strict=True)]
+        lanes = dict.fromkeys(lane for _, lane, _, _ in self.lines)
         for lane in (lane for lane in lanes if lane != HEARTBEAT_LANE):  # printed, not a phase
-            marks = [(t, m, rss) for t, line_lane, m, rss in lines if line_lane == lane]
+            marks = [(t, m, rss) for t, line_lane, m, rss in self.lines if line_lane == lane]
             ends = [t for t, _, _ in marks[1:]] + [end if not lane else marks[-1][0]]
             prefix = f"[{lane}] " if lane else ""
             found += [

@@ -261,14 +261,14 @@ class LakeFSCommitGraph:
         return self._client.call(operation, repository, fn, detail=detail)
 
 
-def to_commit(raw: Any, commit_id: str | None = None) -> Commit:
-    """A :class:`Commit` from the API's ``Commit`` (``commit_id``: its id as the caller holds it).
+def to_commit(raw: Any, commit_id: str) -> Commit:
+    """A :class:`Commit` from the API's ``Commit`` (``commit_id``: its id, interned by the caller).
     A missing ``version`` is read as the current one (lakeFS sends it since commits have had
     versions; only its legacy merges differ). Parent ids are interned (see :class:`RepositoryCommits`)."""
     version = raw.version if raw.version is not None else COMMIT_VERSION_PARENT_SWITCH
     created = datetime.fromtimestamp(int(raw.creation_date), tz=timezone.utc)
     parents = tuple(sys.intern(str(p)) for p in raw.parents or ())
-    return Commit(commit_id or str(raw.id), created, parents, int(version))
+    return Commit(commit_id, created, parents, int(version))
 
 
 def _next_offset(answer: Any, what: str) -> str:

@@ -169,18 +169,18 @@ def test_the_classifications_reading_plans_what_the_trees_do(
         spark, contents_of(seed), "address string, size long, checksum string, heads long"
     )
     ways = [(True, (10**6, 0, 3)), (False, (10**6, 0, 2))]
-    for evidence, budgets in [ways[seed % 2]]:
-        objects_df = local_frame(spark, objects, "address string, md5 string") if evidence else None
-        keys = head_contents.head_keys(twin_evidence.marked_sizes(marked_df), contents_df, objects_df)
-        keys = keys.localCheckpoint()  # as the guard keeps them (and its paired objects)
-        paired = twin_evidence.exposed(marked_df, keys).localCheckpoint()
-        side = tree_side(spark, seed, evidence=evidence)
-        assert {r["address"] for r in paired.collect()} == side.exposed(), evidence
-        needed = twin_evidence.needed_entries(marked_df, keys)
-        for budget in budgets:
-            monkeypatch.setattr(twins, "STAT_BUDGET", budget)
-            from_contents = twins.plan_weighted(marked_df, needed, paired)
-            assert planned(from_contents) == planned(side.plan(spark)), (evidence, budget)
+    evidence, budgets = ways[seed % 2]
+    objects_df = local_frame(spark, objects, "address string, md5 string") if evidence else None
+    keys = head_contents.head_keys(twin_evidence.marked_sizes(marked_df), contents_df, objects_df)
+    keys = keys.localCheckpoint()  # as the guard keeps them (and its paired objects)
+    paired = twin_evidence.exposed(marked_df, keys).localCheckpoint()
+    side = tree_side(spark, seed, evidence=evidence)
+    assert {r["address"] for r in paired.collect()} == side.exposed(), evidence
+    needed = twin_evidence.needed_entries(marked_df, keys)
+    for budget in budgets:
+        monkeypatch.setattr(twins, "STAT_BUDGET", budget)
+        from_contents = twins.plan_weighted(marked_df, needed, paired)
+        assert planned(from_contents) == planned(side.plan(spark)), (evidence, budget)
 
 
 def test_over_the_budget_only_exposed_objects_stay_unresolved(
