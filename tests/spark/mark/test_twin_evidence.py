@@ -26,11 +26,12 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakefs_gc.events.model import EVENT_DDL
 from lakefs_gc.gc import twins as rule
+from lakefs_gc.gc.twin_plan import TwinPlan, plan_twins
 from lakefs_gc.inventory.generate import list_namespace, write_inventory
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.ingest.inventory.table import CANDIDATE_DDL
-from lakefs_gc.spark.mark import head_contents, twin_evidence, twins
+from lakefs_gc.spark.mark import head_contents, twin_evidence, twins, twins_driver
 from lakefs_gc.spark.mark.range_cache import RangeCache
 from lakefs_gc.spark.mark.sources.candidate_set import CandidateSetSource, Snapshot, with_content_md5
 from lakefs_gc.spark.mark.sources.listing import ListingSource
@@ -107,7 +108,8 @@ def spark_pairs(
     return pairs, side.exposed(), plan
 
 
-def rule_pairs(seed: int, *, evidence: bool = True) -> set[tuple[str, str, str]]:
+def rule_inputs(seed: int, *, evidence: bool = True) -> tuple[list[rule.MarkedObject], list[rule.HeadEntry]]:
+    """The world's marked objects and HEAD entries (one per branch and path) as the rule takes them."""
     heads, tree, entries, objects, marked = world(seed)
     md5_of = dict(objects) if evidence else {}
     ranges: dict[str, list[str]] = {}
@@ -118,8 +120,25 @@ def rule_pairs(seed: int, *, evidence: bool = True) -> set[tuple[str, str, str]]
         for range_id, path, size, address, checksum in entries
         for branch in ranges[range_id]
     ]
-    objs = [rule.MarkedObject(a, s, md5=m if evidence else None) for a, s, m in marked]
+    return [rule.MarkedObject(a, s, md5=m if evidence else None) for a, s, m in marked], head_entries
+
+
+def rule_pairs(seed: int, *, evidence: bool = True) -> set[tuple[str, str, str]]:
+    objs, head_entries = rule_inputs(seed, evidence=evidence)
     return {(p.address, p.branch, p.path) for p in rule.find_twins(objs, head_entries, "content")}
+
+
+def driver_plan(seed: int, *, evidence: bool, stats: int, pairs: int = 10**6) -> TwinPlan:
+    """The plan a small mark makes on the driver (:mod:`lakefs_gc.gc.twin_plan`) for the world: its
+    marked objects keep their MD5s, as in the Spark plan's frames; ``evidence`` proves the entries."""
+    objs, head_entries = rule_inputs(seed, evidence=evidence)
+    md5s = {a: m for a, _, m in world(seed)[4]}
+    objs = [rule.MarkedObject(o.address, o.size, md5=md5s[o.address]) for o in objs]
+    return plan_twins(objs, head_entries, stat_budget=stats, pair_budget=pairs)
+
+
+def driver_planned(plan: TwinPlan) -> tuple[set[int], set[str]]:
+    return set(plan.checked), {m.address for m in plan.unresolved}
 
 
 @pytest.mark.parametrize("seed", range(6))
@@ -132,6 +151,14 @@ def test_spark_pairs_are_the_rules(spark: SparkSession, monkeypatch: pytest.Monk
     assert plan.unresolved is None
     without, _, _ = spark_pairs(spark, seed, evidence=False)
     assert without == rule_pairs(seed, evidence=False) >= pairs  # evidence only ever removes pairs
+    for evidence, expected in ((True, pairs), (False, without)):  # the plan made on the driver
+        on_driver = driver_plan(seed, evidence=evidence, stats=10**6)
+        assert {(p.address, p.branch, p.path) for p in on_driver.pairs} == expected, evidence
+        assert not on_driver.unresolved, evidence
+    objs, head_entries = rule_inputs(seed)
+    head_sized = {m.address for m in objs if m.size in {e.size for e in head_entries}}
+    ruled_out = driver_plan(seed, evidence=True, stats=10**6).ruled_out
+    assert {m.address for m in ruled_out} == head_sized - exposed, "of a HEAD entry's size, without a pair"
 
 
 def contents_of(seed: int) -> list[tuple[str, int, str, int]]:
@@ -180,7 +207,12 @@ def test_the_classifications_reading_plans_what_the_trees_do(
     for budget in budgets:
         monkeypatch.setattr(twins, "STAT_BUDGET", budget)
         from_contents = twins.plan_weighted(marked_df, needed, paired)
-        assert planned(from_contents) == planned(side.plan(spark)), (evidence, budget)
+        from_trees = planned(side.plan(spark))
+        assert planned(from_contents) == from_trees, (evidence, budget)
+        assert driver_planned(driver_plan(seed, evidence=evidence, stats=budget)) == from_trees, (
+            evidence,
+            budget,
+        )
 
 
 def test_over_the_budget_only_exposed_objects_stay_unresolved(
@@ -193,6 +225,7 @@ def test_over_the_budget_only_exposed_objects_stay_unresolved(
         unresolved = set() if plan.unresolved is None else {r["address"] for r in plan.unresolved.collect()}
         assert unresolved == exposed, seed
         assert plan.unresolved_objects == len(exposed)
+        assert driver_planned(driver_plan(seed, evidence=True, stats=0)) == (set(), exposed), seed
 
 
 # ---- end to end: mark --inventory on the test server --------------------------------------------
@@ -273,14 +306,23 @@ def mark(env: GcEnv, capsys: Capsys, destination: Path, *extra: str) -> dict[str
 
 
 @pytest.mark.parametrize(
-    ("encryption", "trusted", "ruled_out"),
-    [("SSE-S3", True, 1), ("NOT-SSE", True, 1), ("SSE-KMS", True, 0), (None, True, 0), ("SSE-S3", False, 0)],
-)
+    ("encryption", "trusted", "ruled_out", "over"),
+    [
+        ("SSE-S3", True, 1, None), ("NOT-SSE", True, 1, None), ("SSE-KMS", True, 0, None),
+        (None, True, 0, None), ("SSE-S3", False, 0, None),
+        ("SSE-S3", False, 0, "DRIVER_MARKED"), ("SSE-S3", False, 0, "DRIVER_ENTRIES"),
+    ],
+)  # fmt: skip
 def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_twin(
-    env: GcEnv, capsys: Capsys, tmp_path: Path, encryption: str | None, trusted: bool, ruled_out: int
-) -> None:
+    env: GcEnv, capsys: Capsys, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+    encryption: str | None, trusted: bool, ruled_out: int, over: str | None,
+) -> None:  # fmt: skip
     """With ``--trust-checksums`` only: the guard is opt-in (a client could link bytes under the MD5
-    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before."""
+    of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before.
+    Without proofs this small mark is planned on the driver; ``over``: a bound of that path set
+    below this mark's marked objects or HEAD entries, so that the Spark plan makes it."""
+    if over is not None:
+        monkeypatch.setattr(twins_driver, over, 1)
     committed, twin, garbage = build(env)
     destination = tmp_path / "inventory"
     deliver(env, destination, encryption)

@@ -4,7 +4,8 @@ A size shared by many marked objects and HEAD entries (empty files, fixed-size c
 synthesized repository's uniform objects) would make the size join quadratic. The plan counts each
 size's stats and pairs from per-size aggregates, resolves the cheapest sizes within both budgets
 and keeps the objects of every other size unresolved (docs/invariants.md, invariant 6): never a
-released object that was not asked about.
+released object that was not asked about. The plan a small mark makes in memory on the driver
+(``lakefs_gc.gc.twin_plan``) is the Spark plan's, budget for budget.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.gc import twins as rule
+from lakefs_gc.gc.twin_plan import TwinPlan, plan_twins
 from lakefs_gc.spark.mark import twin_evidence, twins
 from lakefs_gc.spark.runtime.frames import local_frame
 
@@ -38,7 +40,21 @@ def plan(
     expanded = [
         rule.TwinPair(r["address"], r["size"], b, r["path"]) for r in rows for b in HEADS[r["metarange"]]
     ]
+    on_driver = driver_plan(stats, pairs)
+    assert on_driver.pairs == sorted(expanded, key=lambda p: (p.address, p.branch, p.path))
+    assert {m.address for m in on_driver.unresolved} == unresolved(size_plan)
+    assert on_driver.checked == {r["size"] for r in size_plan.checked.collect()}
     return size_plan, expanded
+
+
+def driver_plan(stats: int, pairs: int) -> TwinPlan:
+    """The same plan made in memory, from the HEAD entries one per branch and path."""
+    branches: dict[str, list[str]] = {}
+    for metarange, range_id in TREE:
+        branches.setdefault(range_id, []).extend(HEADS[metarange])
+    entries = [rule.HeadEntry(b, path, size, "") for r, path, size in ENTRIES for b in branches[r]]
+    marked = [rule.MarkedObject(a, s) for a, s in MARKED]
+    return plan_twins(marked, entries, stat_budget=stats, pair_budget=pairs)
 
 
 def unresolved(size_plan: twins.SizePlan) -> set[str]:

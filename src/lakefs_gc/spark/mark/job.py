@@ -284,10 +284,11 @@ class _MarkRun:
             self.stats["identity_twins"] = guard_twins_none()
             return garbage
         refs, repo, cache, reader = self.refs, self.repo, self.range_cache, self.reader
-        trees, sizes = None, marked_sizes(marked)
+        trees, sizes = None, None  # the guard finds the sizes itself, on the driver if it can
         if cache is not None:  # the HEAD trees through the cache the mark has just updated
             trees = CachedHeadTrees(cache, reader, self.stats.setdefault("range_cache", {}))
             if contents is None and heads:
+                sizes = marked_sizes(marked)
                 contents = trees.contents(self.spark, heads, parallelism=self.parallelism, sizes=sizes)
         guard = guard_twins(
             self.spark, marked, reader=reader, graph=checked.graph, lakefs=refs.graph, objects=objects,

@@ -28,6 +28,10 @@ no export while its branch serves it. Here, after the classification:
    the answers into verdicts: **live** (kept), **kept** (could not be ruled out: a failed stat) or
    **released** (every pair answered with another address or "no such path").
 
+A mark with few marked objects, whose sizes have few HEAD entries, makes steps 2 and 3 in memory
+on the driver instead (:mod:`.twins_driver`): the same plan, without a dozen Spark actions over
+a few rows. Step 4 is shared (:mod:`.twin_verdicts`).
+
 Objects kept get the reason ``identity_twin``; ``summary.json``'s ``identity_twins`` counts every
 twin kept or released, and ``ruled_out`` the objects content evidence released without a stat.
 Only objects that would otherwise be marked are considered, so the guard costs nothing when there
@@ -36,16 +40,13 @@ is no garbage, and it can only keep more.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from lakefs_gc.errors import GcError
 from lakefs_gc.gc import twins
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
-from lakefs_gc.lakefs.addresses import normalize_committed_address
 from lakefs_gc.spark.mark.head_contents import head_keys
 from lakefs_gc.spark.mark.head_trees import HeadTrees, LakeFSHeadTrees, head_metaranges
 from lakefs_gc.spark.mark.references import MetadataReader
@@ -58,8 +59,16 @@ from lakefs_gc.spark.mark.twin_evidence import (
     pair_condition,
     with_md5,
 )
+from lakefs_gc.spark.mark.twin_verdicts import (
+    Say,
+    TwinGuard,
+    Unresolved,
+    decide_driver_plan,
+    decide_twins,
+    guard_twins_none,
+)
+from lakefs_gc.spark.mark.twins_driver import marked_on_driver, plan_on_driver, sizes_frame
 from lakefs_gc.spark.runtime.frames import local_frame
-from lakefs_gc.storage.locations import parse_location, uri_scheme
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -68,19 +77,8 @@ if TYPE_CHECKING:
 STAT_BUDGET = 10_000
 #: at most this many (address, branch, path) pairs per mark; the sizes beyond it are kept unresolved
 PAIR_BUDGET = 200_000
-#: stats in flight at once (each is a round trip to lakeFS; one at a time, 10,000 took 22 s against
-#: the test server, bench/README.md)
-STAT_THREADS = 8
 
-Say = Callable[[str], None]
-
-
-@dataclass(frozen=True)
-class TwinGuard:
-    """The guard's outcome: ``kept`` addresses (a DataFrame, column ``address``) and the counts."""
-
-    kept: DataFrame | None
-    counts: dict[str, Any]
+__all__ = ["TwinGuard", "guard_twins", "guard_twins_none", "plan_sizes", "plan_weighted", "twin_pairs"]
 
 
 def guard_twins(
@@ -113,10 +111,13 @@ def guard_twins(
         return TwinGuard(None, guard_twins_none())
     guard = _Guard(spark, heads, reader, lakefs, parallelism, say, trees or LakeFSHeadTrees(reader), objects)
     marked = with_md5(marked)
-    sizes = marked_sizes(marked) if sizes is None else sizes
     if contents is None:
-        result, ruled_out, read = *guard.read_trees(marked, sizes), True
+        on_driver = marked_on_driver(marked)
+        if sizes is None:
+            sizes = marked_sizes(marked) if on_driver is None else sizes_frame(spark, on_driver)
+        result, ruled_out, read = *guard.read_trees(marked, sizes, on_driver), True
     else:
+        sizes = marked_sizes(marked) if sizes is None else sizes
         result, ruled_out, read = guard.from_contents(marked, sizes, contents)
     result.counts["ruled_out"], result.counts["ruled_out_bytes"] = ruled_out
     result.counts["head_trees_read"] = read
@@ -170,12 +171,38 @@ class _Guard:
         return tree, self.trees.entries(tree.select("id").distinct(), parallelism=self.parallelism)
 
     def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
-        return _decide(self.spark, pairs, plan, self.heads, self.reader, self.lakefs, self.say)
+        pair_list = [
+            twins.TwinPair(r["address"], int(r["size"]), branch, r["path"])
+            for r in (pairs.collect() if pairs is not None else [])  # within PAIR_BUDGET by the plan
+            for branch in self.heads[r["metarange"]]
+        ]
+        return decide_twins(
+            self.spark, pair_list, plan.kept(), budgets=(STAT_BUDGET, PAIR_BUDGET), reader=self.reader,
+            lakefs=self.lakefs, say=self.say,
+        )  # fmt: skip
 
-    def read_trees(self, marked: DataFrame, sizes: DataFrame) -> tuple[TwinGuard, tuple[int, int]]:
+    def read_trees(
+        self, marked: DataFrame, sizes: DataFrame, on_driver: list[twins.MarkedObject] | None
+    ) -> tuple[TwinGuard, tuple[int, int]]:
         """The guard's verdicts on ``marked`` (of distinct ``sizes``) from the HEAD trees read now,
-        and the objects and bytes content evidence ruled out among them."""
+        and the objects and bytes content evidence ruled out among them; planned on the driver
+        when ``on_driver`` holds the marked objects and their sizes' HEAD entries are few too
+        (:mod:`.twins_driver`)."""
         tree, entries = self.read()
+        if on_driver is not None:
+            budgets = (STAT_BUDGET, PAIR_BUDGET)
+            found = plan_on_driver(
+                on_driver, tree, entries, sizes=sizes, objects=self.objects, heads=self.heads, budgets=budgets
+            )
+            if found is not None:
+                return decide_driver_plan(
+                    self.spark,
+                    found.plan,
+                    budgets=budgets,
+                    reader=self.reader,
+                    lakefs=self.lakefs,
+                    say=self.say,
+                )
         sized = entries.join(sizes, "size", "left_semi")
         # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
         # them; every query below uses ``needed`` (few rows with evidence), some several times
@@ -213,6 +240,11 @@ class SizePlan:
     unresolved_objects: int
     unresolved_bytes: int
     unresolved_sizes: int
+
+    def kept(self) -> Unresolved:
+        return Unresolved(
+            self.unresolved, self.unresolved_objects, self.unresolved_bytes, self.unresolved_sizes
+        )
 
 
 def plan_sizes(
@@ -297,79 +329,3 @@ def twin_pairs(marked: DataFrame, needed: DataFrame, tree: DataFrame, checked: D
         .join(tree, "id")
         .select("address", "size", "metarange", "path")
     )
-
-
-def _decide(
-    spark: SparkSession,
-    pairs: DataFrame | None,
-    plan: SizePlan,
-    heads: Mapping[str, list[str]],
-    reader: MetadataReader,
-    lakefs: CommitGraphReader,
-    say: Say,
-) -> TwinGuard:
-    pair_list = [
-        twins.TwinPair(r["address"], int(r["size"]), branch, r["path"])
-        for r in (pairs.collect() if pairs is not None else [])  # within PAIR_BUDGET by the plan
-        for branch in heads[r["metarange"]]
-    ]
-    requests = twins.stat_requests(pair_list)
-    if requests:
-        say(f"identity twins: {len(pair_list)} pairs, {len(requests)} stats")
-    with ThreadPoolExecutor(STAT_THREADS, thread_name_prefix="twin-stat") as pool:
-        served = list(pool.map(lambda r: lakefs.served_address(reader.repository, *r), requests))
-    answers = {request: namespace_relative(s, reader) for request, s in zip(requests, served, strict=True)}
-    decisions = twins.decide(pair_list, answers)
-    keep = sorted(d.address for d in decisions if d.verdict is not twins.TwinVerdict.GARBAGE)
-    counts: dict[str, Any] = dict(twins.count(pair_list, decisions).summary())
-    kept = local_frame(spark, [(a,) for a in keep], "address string") if keep else None
-    if plan.unresolved is not None:
-        say(
-            f"identity twins: {plan.unresolved_objects} objects of {plan.unresolved_sizes} sizes need more "
-            f"than the budgets ({STAT_BUDGET} stats, {PAIR_BUDGET} pairs): keeping them unresolved"
-        )
-        counts["kept"] += plan.unresolved_objects
-        counts["kept_bytes"] += plan.unresolved_bytes
-        counts["unresolved"] = (
-            f"{plan.unresolved_objects} objects of {plan.unresolved_sizes} sizes over the budgets "
-            f"({STAT_BUDGET} stats, {PAIR_BUDGET} pairs)"
-        )
-        kept = plan.unresolved if kept is None else kept.unionByName(plan.unresolved)
-    return TwinGuard(kept, counts)
-
-
-def namespace_relative(answer: twins.StatAnswer, reader: MetadataReader) -> twins.StatAnswer:
-    """The served address as a namespace-relative key (None: outside the namespace).
-
-    lakeFS spells it as the namespace does (``<ns>/data/...``), or as a full location (the local
-    blockstore's absolute path, an ``https://`` blob URL): both are mapped through the namespace's
-    storage location, so a spelling difference can never make a served object look unserved.
-    """
-    if answer.kind != "address" or answer.address is None:
-        return answer
-    address = answer.address
-    key = normalize_committed_address(address, "FULL", reader.storage_namespace)
-    if key is not None and not uri_scheme(key):
-        return twins.StatAnswer.at(key)
-    try:
-        location = parse_location(address, local_root=reader.options.local_root)
-    except (GcError, ValueError) as e:
-        return twins.StatAnswer.unknown(f"served address {address!r} cannot be parsed: {e}")
-    ns = reader.namespace
-    base = ns.key.rstrip("/") + "/"
-    same_store = (location.kind, location.container, location.account) == (ns.kind, ns.container, ns.account)
-    if same_store and location.key.startswith(base):
-        return twins.StatAnswer.at(location.key[len(base) :])
-    return twins.StatAnswer.at(None)
-
-
-def guard_twins_none() -> dict[str, Any]:
-    """The counts of a guard that found nothing to check."""
-    return {"pairs": 0, "stats": 0, **_zero(), "head_trees_read": False}
-
-
-def _zero() -> dict[str, int]:
-    return {
-        "live": 0, "live_bytes": 0, "kept": 0, "kept_bytes": 0, "released": 0, "released_bytes": 0,
-        "ruled_out": 0, "ruled_out_bytes": 0,
-    }  # fmt: skip
