@@ -150,6 +150,8 @@ class _Guard:
         keys = head_keys(sizes, contents, self.objects).localCheckpoint()
         paired = exposed(marked, keys).localCheckpoint()
         ruled_out = _ruled_out(marked, keys.select("size").distinct(), paired)
+        if not paired.take(1):  # no marked object may have a twin: no size to plan
+            return self.decide_none(), ruled_out, False
         plan = plan_weighted(marked, needed_entries(marked, keys), paired)
         if not plan.checked.take(1):
             return self.decide(None, plan), ruled_out, False
@@ -169,6 +171,14 @@ class _Guard:
         several times, and Spark would read it again each time), the entries lazily."""
         tree = self.trees.tree(self.spark, list(self.heads), parallelism=self.parallelism).localCheckpoint()
         return tree, self.trees.entries(tree.select("id").distinct(), parallelism=self.parallelism)
+
+    def decide_none(self) -> TwinGuard:
+        """The verdicts when no marked object has a twin pair: none, without planning the sizes."""
+        none = Unresolved(None, 0, 0, 0)
+        budgets = (STAT_BUDGET, PAIR_BUDGET)
+        return decide_twins(
+            self.spark, [], none, budgets=budgets, reader=self.reader, lakefs=self.lakefs, say=self.say
+        )
 
     def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
         pair_list = [
@@ -215,6 +225,8 @@ class _Guard:
         # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
         # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
         paired = exposed(marked, needed).localCheckpoint()
+        if not paired.take(1):  # no marked object may have a twin: no size to plan, no pair to build
+            return self.decide_none(), _ruled_out(marked, head_sizes, paired)
         plan = plan_sizes(self.spark, marked, needed, tree, self.heads, paired=paired)
         pairs = twin_pairs(marked, needed, tree, plan.checked)
         return self.decide(pairs, plan), _ruled_out(marked, head_sizes, paired)
