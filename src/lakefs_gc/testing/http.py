@@ -21,7 +21,7 @@ import secrets
 import socket
 import threading
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from email.parser import BytesParser
 from email.policy import HTTP
@@ -195,11 +195,28 @@ class ClosingHTTPServer(ThreadingHTTPServer):
     """
 
     daemon_threads = True
+    #: how long :meth:`server_close` lets the answers being written finish before it cuts them
+    ANSWER_GRACE_SECONDS = 5.0
 
     def __init__(self, address: tuple[str, int], handler: type[BaseHTTPRequestHandler]) -> None:
         self._open: set[socket.socket] = set()
         self._open_lock = threading.Lock()
+        self._answering = threading.Condition(self._open_lock)
+        self._busy: set[socket.socket] = set()
         super().__init__(address, handler)
+
+    @contextlib.contextmanager
+    def answering(self, connection: socket.socket) -> Iterator[None]:
+        """A handler holds this while it reads a request and writes its answer: :meth:`server_close`
+        then lets it finish (a delayed request woken by the stop answers whole, not cut half-way)."""
+        with self._open_lock:
+            self._busy.add(connection)
+        try:
+            yield
+        finally:
+            with self._answering:
+                self._busy.discard(connection)
+                self._answering.notify_all()
 
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._open_lock:
@@ -213,7 +230,8 @@ class ClosingHTTPServer(ThreadingHTTPServer):
 
     def server_close(self) -> None:
         super().server_close()
-        with self._open_lock:
+        with self._answering:
+            self._answering.wait_for(lambda: not self._busy, timeout=self.ANSWER_GRACE_SECONDS)
             still_open = list(self._open)
         for connection in still_open:
             with contextlib.suppress(OSError):  # already closed by its client
@@ -259,6 +277,10 @@ class _RequestHandler(BaseHTTPRequestHandler):
         _log.debug("%s " + format, self.address_string(), *args)
 
     def _handle(self) -> None:
+        with self.server.answering(self.connection):
+            self._handle_request()
+
+    def _handle_request(self) -> None:
         try:
             body = read_body(self.rfile, self.headers)
         except FramingError as e:  # the rest of the connection cannot be delimited: answer, then close
