@@ -17,14 +17,17 @@ plan (the tests hold the two to each other):
 
 Pairs are counted per size without being built, so a size shared by thousands of objects and
 entries (empty files) costs a count, not a quadratic join; only the checked sizes' pairs, within
-the pair budget by construction, are built.
+the pair budget by construction, are built. :func:`plan_twins` plans from HEAD entries with their
+paths (read from the trees) and builds those pairs; :func:`plan_keys` plans from the entries
+counted by content key, as the classification's reading of the HEAD ranges gives them, and
+leaves the pairs to the caller, who reads the trees for the checked sizes only.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass, replace
 
 from lakefs_gc.gc.twins import HeadEntry, MarkedObject, TwinPair, entry_key, find_twins
 
@@ -53,7 +56,7 @@ class _Size:
         """How many of the objects an entry with content ``key`` may be a twin of."""
         return len(self.objects) if key is None else self.unknown + self.same[key]
 
-    def exposed(self, keys: Counter[str | None]) -> list[MarkedObject]:
+    def exposed(self, keys: Collection[str | None]) -> list[MarkedObject]:
         """The objects with at least one pair among entries of these ``keys`` (the size's entries)."""
         if not keys:
             return []
@@ -64,7 +67,34 @@ def plan_twins(
     marked: Iterable[MarkedObject], entries: Iterable[HeadEntry], *, stat_budget: int, pair_budget: int
 ) -> TwinPlan:
     """The plan for ``marked`` against the HEAD ``entries`` (one per branch and path, each with its
-    own object's proven MD5 where known); see the module docstring."""
+    own object's proven MD5 where known), with the pairs of the sizes it checks; see the module
+    docstring."""
+    marked = list(marked)
+    sizes = {m.size for m in marked}
+    by_size: dict[int, list[HeadEntry]] = {}
+    keys: dict[int, Counter[str | None]] = {}
+    for e in entries:
+        if e.size in sizes:
+            by_size.setdefault(e.size, []).append(e)
+            keys.setdefault(e.size, Counter())[entry_key(e.checksum, e.object_md5)] += 1
+    plan = plan_keys(marked, keys, stat_budget=stat_budget, pair_budget=pair_budget)
+    pairs_of = [m for m in marked if m.size in plan.checked]
+    pairs = find_twins(pairs_of, (e for s in plan.checked for e in by_size[s]), "content")
+    return replace(plan, pairs=pairs)
+
+
+def plan_keys(
+    marked: Iterable[MarkedObject],
+    keys: Mapping[int, Mapping[str | None, int]],
+    *,
+    stat_budget: int,
+    pair_budget: int,
+) -> TwinPlan:
+    """The plan for ``marked`` from the HEAD entries of their sizes counted by content: ``keys``
+    maps a size to each entry key (:func:`~lakefs_gc.gc.twins.entry_key`, None: unproven) and the
+    number of (branch, path) entries of that size with that key, as the classification's reading
+    of the HEAD ranges gives them without paths. Its ``pairs`` are left empty: building them
+    needs the entries' paths, which the caller reads for the ``checked`` sizes only."""
     sizes: dict[int, _Size] = {}
     for m in marked:
         size = sizes.setdefault(m.size, _Size([], 0, Counter()))
@@ -73,15 +103,10 @@ def plan_twins(
             size.unknown += 1
         else:
             size.same[m.md5] += 1
-    by_size: dict[int, list[HeadEntry]] = {}
-    keys: dict[int, Counter[str | None]] = {}
-    for e in entries:
-        if e.size in sizes:
-            by_size.setdefault(e.size, []).append(e)
-            keys.setdefault(e.size, Counter())[entry_key(e.checksum, e.object_md5)] += 1
+    counted = {s: k for s, k in keys.items() if s in sizes and any(k.values())}
     costs = []  # (stats, size, pairs) of every size with a needed entry
-    for s, counted in keys.items():
-        matched = [(n, sizes[s].matches(key)) for key, n in counted.items()]
+    for s, weights in counted.items():
+        matched = [(n, sizes[s].matches(key)) for key, n in weights.items()]
         stats = sum(n for n, matches in matched if matches)
         if stats:
             costs.append((stats, s, sum(n * matches for n, matches in matched)))
@@ -92,11 +117,10 @@ def plan_twins(
         if total_stats > stat_budget or total_pairs > pair_budget:
             break
         checked.add(s)
-    exposed = {s: sizes[s].exposed(counted) for s, counted in keys.items()}
-    pairs_of = [m for s in checked for m in sizes[s].objects]
+    exposed = {s: sizes[s].exposed({k for k, n in weights.items() if n}) for s, weights in counted.items()}
     return TwinPlan(
         checked=frozenset(checked),
-        pairs=find_twins(pairs_of, (e for s in checked for e in by_size[s]), "content"),
+        pairs=[],
         unresolved=sorted(
             (m for s, found in exposed.items() if s not in checked for m in found), key=_address
         ),

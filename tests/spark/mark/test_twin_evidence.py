@@ -26,7 +26,7 @@ from pyspark.sql import DataFrame, SparkSession
 
 from lakefs_gc.events.model import EVENT_DDL
 from lakefs_gc.gc import twins as rule
-from lakefs_gc.gc.twin_plan import TwinPlan, plan_twins
+from lakefs_gc.gc.twin_plan import TwinPlan, plan_keys, plan_twins
 from lakefs_gc.inventory.generate import list_namespace, write_inventory
 from lakefs_gc.inventory.mapping import NamespaceRoute, route_rows
 from lakefs_gc.settings import GcSettings
@@ -137,6 +137,21 @@ def driver_plan(seed: int, *, evidence: bool, stats: int, pairs: int = 10**6) ->
     return plan_twins(objs, head_entries, stat_budget=stats, pair_budget=pairs)
 
 
+def driver_keys_plan(seed: int, *, evidence: bool, stats: int) -> TwinPlan:
+    """The plan a small mark makes on the driver from the HEAD entries' contents (no paths): each
+    entry's content key weighted by the branch HEADs holding its range (:func:`contents_of`)."""
+    objs, _ = rule_inputs(seed, evidence=evidence)
+    md5s = {a: m for a, _, m in world(seed)[4]}
+    objs = [rule.MarkedObject(o.address, o.size, md5=md5s[o.address]) for o in objs]
+    md5_of = dict(world(seed)[3]) if evidence else {}
+    weights: dict[int, dict[str | None, int]] = {}
+    for address, size, checksum, heads in contents_of(seed):
+        by_key = weights.setdefault(size, {})
+        key = rule.entry_key(checksum, md5_of.get(address))
+        by_key[key] = by_key.get(key, 0) + heads
+    return plan_keys(objs, weights, stat_budget=stats, pair_budget=10**6)
+
+
 def driver_planned(plan: TwinPlan) -> tuple[set[int], set[str]]:
     return set(plan.checked), {m.address for m in plan.unresolved}
 
@@ -209,10 +224,10 @@ def test_the_classifications_reading_plans_what_the_trees_do(
         from_contents = twins.plan_weighted(marked_df, needed, paired)
         from_trees = planned(side.plan(spark))
         assert planned(from_contents) == from_trees, (evidence, budget)
-        assert driver_planned(driver_plan(seed, evidence=evidence, stats=budget)) == from_trees, (
-            evidence,
-            budget,
-        )
+        on_driver = driver_plan(seed, evidence=evidence, stats=budget)
+        assert driver_planned(on_driver) == from_trees, (evidence, budget)
+        from_keys = driver_keys_plan(seed, evidence=evidence, stats=budget)
+        assert driver_planned(from_keys) == from_trees, (evidence, budget)
 
 
 def test_over_the_budget_only_exposed_objects_stay_unresolved(
@@ -311,6 +326,7 @@ def mark(env: GcEnv, capsys: Capsys, destination: Path, *extra: str) -> dict[str
         ("SSE-S3", True, 1, None), ("NOT-SSE", True, 1, None), ("SSE-KMS", True, 0, None),
         (None, True, 0, None), ("SSE-S3", False, 0, None),
         ("SSE-S3", False, 0, "DRIVER_MARKED"), ("SSE-S3", False, 0, "DRIVER_ENTRIES"),
+        ("SSE-S3", True, 1, "DRIVER_MARKED"),
     ],
 )  # fmt: skip
 def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_twin(
@@ -319,8 +335,9 @@ def test_an_inventory_with_etags_and_encryption_rules_garbage_out_and_keeps_the_
 ) -> None:  # fmt: skip
     """With ``--trust-checksums`` only: the guard is opt-in (a client could link bytes under the MD5
     of other bytes), and without proofs (KMS, no EncryptionStatus) it pairs on size as before.
-    Without proofs this small mark is planned on the driver; ``over``: a bound of that path set
-    below this mark's marked objects or HEAD entries, so that the Spark plan makes it."""
+    This small mark is planned on the driver, from the HEAD trees or, with proofs, from the HEAD
+    entries' contents; ``over``: a bound of that path set below this mark's marked objects or
+    HEAD entries, so that the Spark plan makes it."""
     if over is not None:
         monkeypatch.setattr(twins_driver, over, 1)
     committed, twin, garbage = build(env)

@@ -28,9 +28,10 @@ no export while its branch serves it. Here, after the classification:
    the answers into verdicts: **live** (kept), **kept** (could not be ruled out: a failed stat) or
    **released** (every pair answered with another address or "no such path").
 
-A mark with few marked objects, whose sizes have few HEAD entries, makes steps 2 and 3 in memory
-on the driver instead (:mod:`.twins_driver`): the same plan, without a dozen Spark actions over
-a few rows. Step 4 is shared (:mod:`.twin_verdicts`).
+A mark with few marked objects, whose sizes have few HEAD entries (or, with content evidence,
+few distinct contents), makes steps 2 and 3 in memory on the driver instead
+(:mod:`.twins_driver`): the same plan, without a dozen Spark actions over a few rows. Step 4
+is shared (:mod:`.twin_verdicts`).
 
 Objects kept get the reason ``identity_twin``; ``summary.json``'s ``identity_twins`` counts every
 twin kept or released, and ``ruled_out`` the objects content evidence released without a stat.
@@ -41,12 +42,13 @@ is no garbage, and it can only keep more.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from lakefs_gc.gc import twins
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
+from lakefs_gc.gc.twin_plan import plan_keys
 from lakefs_gc.spark.mark.head_contents import head_keys
 from lakefs_gc.spark.mark.head_trees import HeadTrees, LakeFSHeadTrees, head_metaranges
 from lakefs_gc.spark.mark.references import MetadataReader
@@ -67,7 +69,13 @@ from lakefs_gc.spark.mark.twin_verdicts import (
     decide_twins,
     guard_twins_none,
 )
-from lakefs_gc.spark.mark.twins_driver import marked_on_driver, plan_on_driver, sizes_frame
+from lakefs_gc.spark.mark.twins_driver import (
+    keys_on_driver,
+    marked_on_driver,
+    plan_on_driver,
+    sizes_frame,
+    sizes_of,
+)
 from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
@@ -111,14 +119,13 @@ def guard_twins(
         return TwinGuard(None, guard_twins_none())
     guard = _Guard(spark, heads, reader, lakefs, parallelism, say, trees or LakeFSHeadTrees(reader), objects)
     marked = with_md5(marked)
+    on_driver = marked_on_driver(marked)
+    if sizes is None:
+        sizes = marked_sizes(marked) if on_driver is None else sizes_frame(spark, on_driver)
     if contents is None:
-        on_driver = marked_on_driver(marked)
-        if sizes is None:
-            sizes = marked_sizes(marked) if on_driver is None else sizes_frame(spark, on_driver)
         result, ruled_out, read = *guard.read_trees(marked, sizes, on_driver), True
     else:
-        sizes = marked_sizes(marked) if sizes is None else sizes
-        result, ruled_out, read = guard.from_contents(marked, sizes, contents)
+        result, ruled_out, read = guard.from_contents(marked, sizes, contents, on_driver)
     result.counts["ruled_out"], result.counts["ruled_out_bytes"] = ruled_out
     result.counts["head_trees_read"] = read
     if ruled_out[0]:
@@ -141,13 +148,20 @@ class _Guard:
     objects: DataFrame | None
 
     def from_contents(
-        self, marked: DataFrame, sizes: DataFrame, contents: DataFrame
+        self,
+        marked: DataFrame,
+        sizes: DataFrame,
+        contents: DataFrame,
+        on_driver: list[twins.MarkedObject] | None,
     ) -> tuple[TwinGuard, tuple[int, int], bool]:
         """The guard's verdicts on ``marked``, the objects and bytes content evidence ruled out, and
         whether the trees were read: which objects may have a twin and the plan come from the HEAD
         entries' ``contents`` (:func:`head_keys`); the trees are read only for the paths of the
-        needed entries of the sizes the plan checks, and not at all when it checks none."""
+        needed entries of the sizes the plan checks, and not at all when it checks none. Planned
+        on the driver when ``on_driver`` holds the marked objects and the keys are few too."""
         keys = head_keys(sizes, contents, self.objects).localCheckpoint()
+        if on_driver is not None and (weights := keys_on_driver(keys)) is not None:
+            return self.keys_on_driver(marked, on_driver, weights)
         paired = exposed(marked, keys).localCheckpoint()
         ruled_out = _ruled_out(marked, keys.select("size").distinct(), paired)
         if not paired.take(1):  # no marked object may have a twin: no size to plan
@@ -156,6 +170,24 @@ class _Guard:
         if not plan.checked.take(1):
             return self.decide(None, plan), ruled_out, False
         return self.decide(self.checked_pairs(marked, plan.checked), plan), ruled_out, True
+
+    def keys_on_driver(
+        self,
+        marked: DataFrame,
+        on_driver: list[twins.MarkedObject],
+        weights: dict[int, dict[str | None, int]],
+    ) -> tuple[TwinGuard, tuple[int, int], bool]:
+        """:meth:`from_contents` planned on the driver from the HEAD entries' ``weights`` (size ->
+        content key -> entries): the trees are read only for the pairs of the sizes it checks."""
+        budgets = (STAT_BUDGET, PAIR_BUDGET)
+        planned = plan_keys(on_driver, weights, stat_budget=budgets[0], pair_budget=budgets[1])
+        checked = sorted(planned.checked)
+        pairs = self.checked_pairs(marked, sizes_of(self.spark, checked)) if checked else None
+        guard, ruled_out = decide_driver_plan(
+            self.spark, replace(planned, pairs=self.pair_list(pairs)), budgets=budgets, reader=self.reader,
+            lakefs=self.lakefs, say=self.say,
+        )  # fmt: skip
+        return guard, ruled_out, bool(checked)
 
     def checked_pairs(self, marked: DataFrame, checked: DataFrame) -> DataFrame:
         """:func:`twin_pairs` of the ``checked`` sizes, their HEAD entries read from the trees now."""
@@ -180,14 +212,18 @@ class _Guard:
             self.spark, [], none, budgets=budgets, reader=self.reader, lakefs=self.lakefs, say=self.say
         )
 
-    def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
-        pair_list = [
+    def pair_list(self, pairs: DataFrame | None) -> list[twins.TwinPair]:
+        """:func:`twin_pairs`' rows, one pair per branch whose HEAD holds the entry."""
+        return [
             twins.TwinPair(r["address"], int(r["size"]), branch, r["path"])
             for r in (pairs.collect() if pairs is not None else [])  # within PAIR_BUDGET by the plan
             for branch in self.heads[r["metarange"]]
         ]
+
+    def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
+        budgets = (STAT_BUDGET, PAIR_BUDGET)
         return decide_twins(
-            self.spark, pair_list, plan.kept(), budgets=(STAT_BUDGET, PAIR_BUDGET), reader=self.reader,
+            self.spark, self.pair_list(pairs), plan.kept(), budgets=budgets, reader=self.reader,
             lakefs=self.lakefs, say=self.say,
         )  # fmt: skip
 
@@ -199,25 +235,23 @@ class _Guard:
         when ``on_driver`` holds the marked objects and their sizes' HEAD entries are few too
         (:mod:`.twins_driver`)."""
         tree, entries = self.read()
-        if on_driver is not None:
-            budgets = (STAT_BUDGET, PAIR_BUDGET)
-            found = plan_on_driver(
-                on_driver, tree, entries, sizes=sizes, objects=self.objects, heads=self.heads, budgets=budgets
-            )
-            if found is not None:
-                return decide_driver_plan(
-                    self.spark,
-                    found.plan,
-                    budgets=budgets,
-                    reader=self.reader,
-                    lakefs=self.lakefs,
-                    say=self.say,
-                )
         sized = entries.join(sizes, "size", "left_semi")
-        # the HEAD trees and the lookup of their objects' MD5s, read once for the two things taken from
+        # the HEAD trees and the lookup of their objects' MD5s, read once for the things taken from
         # them; every query below uses ``needed`` (few rows with evidence), some several times
         keyed = entry_keys(sized, of_sizes(self.objects, sizes)).persist()
         try:
+            if on_driver is not None:
+                budgets = (STAT_BUDGET, PAIR_BUDGET)
+                found = plan_on_driver(on_driver, tree, keyed, heads=self.heads, budgets=budgets)
+                if found is not None:
+                    return decide_driver_plan(
+                        self.spark,
+                        found,
+                        budgets=budgets,
+                        reader=self.reader,
+                        lakefs=self.lakefs,
+                        say=self.say,
+                    )
             needed = needed_entries(marked, keyed).localCheckpoint()
             head_sizes = keyed.select("size").distinct().localCheckpoint()
         finally:

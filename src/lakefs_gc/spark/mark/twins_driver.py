@@ -8,18 +8,18 @@ suite, 446 s of the 1,336 s its 168 marks took; the demo's guard, 5.1 s in 36 Sp
 1.6 s in 10 this way). When the marked objects and the HEAD entries of their sizes
 are few (:data:`DRIVER_MARKED`, :data:`DRIVER_ENTRIES`), both are collected in one query each and
 the same plan is made in memory; the HEAD trees are read once, as the Spark plan reads them, so
-that a mark over either bound carries on with the Spark plan from the trees already read.
+that a mark over either bound carries on with the Spark plan from the trees already read. With
+content evidence, the HEAD entries' contents the classification read are collected instead,
+counted by size and content key (:func:`keys_on_driver`), and the trees are read only for the
+sizes the plan checks, as the Spark plan does.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from lakefs_gc.gc.twin_plan import TwinPlan, plan_twins
 from lakefs_gc.gc.twins import HeadEntry, MarkedObject
-from lakefs_gc.spark.mark.sources.base import CONTENT_MD5
-from lakefs_gc.spark.mark.twin_evidence import of_sizes
 from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
@@ -31,14 +31,6 @@ if TYPE_CHECKING:
 DRIVER_MARKED = 10_000
 #: ... against at most this many HEAD entries (one per branch and path) of their sizes
 DRIVER_ENTRIES = 100_000
-
-
-@dataclass(frozen=True)
-class DriverPlan:
-    """A plan made on the driver, with the marked objects it was made for."""
-
-    plan: TwinPlan
-    marked: list[MarkedObject]
 
 
 def marked_on_driver(marked: DataFrame) -> list[MarkedObject] | None:
@@ -53,58 +45,62 @@ def marked_on_driver(marked: DataFrame) -> list[MarkedObject] | None:
 
 def sizes_frame(spark: SparkSession, marked: list[MarkedObject]) -> DataFrame:
     """The distinct sizes (column ``size``) of ``marked``, without a Spark job."""
-    return local_frame(spark, [(s,) for s in sorted({m.size for m in marked})], "size long")
+    return sizes_of(spark, sorted({m.size for m in marked}))
+
+
+def sizes_of(spark: SparkSession, sizes: list[int]) -> DataFrame:
+    """``sizes`` as a frame of column ``size``."""
+    return local_frame(spark, [(s,) for s in sizes], "size long")
+
+
+def keys_on_driver(keys: DataFrame) -> dict[int, dict[str | None, int]] | None:
+    """:func:`~lakefs_gc.spark.mark.head_contents.head_keys`' rows (``size, key, heads``) as
+    size -> key -> (branch, path) entries, for :func:`lakefs_gc.gc.twin_plan.plan_keys`, when
+    they are at most :data:`DRIVER_ENTRIES` rows (None: more)."""
+    rows = keys.select("size", "key", "heads").limit(DRIVER_ENTRIES + 1).toArrow()
+    if rows.num_rows > DRIVER_ENTRIES:
+        return None
+    weights: dict[int, dict[str | None, int]] = {}
+    for r in rows.to_pylist():
+        by_key = weights.setdefault(int(r["size"]), {})
+        by_key[r["key"]] = by_key.get(r["key"], 0) + int(r["heads"])
+    return weights
 
 
 def plan_on_driver(
     marked: list[MarkedObject],
     tree: DataFrame,
-    entries: DataFrame,
+    keyed: DataFrame,
     *,
-    sizes: DataFrame,
-    objects: DataFrame | None,
     heads: Mapping[str, list[str]],
     budgets: tuple[int, int],
-) -> DriverPlan | None:
-    """The guard's plan for ``marked`` from the HEAD ``tree`` (``metarange, id``) and its
-    ``entries``, when the entries of the marked ``sizes`` are at most :data:`DRIVER_ENTRIES` once
-    counted per branch (None: more). ``objects``: where the entries' own objects' MD5s are looked
-    up (:func:`~lakefs_gc.spark.mark.twin_evidence.entry_keys`); ``budgets``: (stats, pairs)."""
-    head_entries = _head_entries(tree, entries, sizes=sizes, objects=objects, heads=heads)
+) -> TwinPlan | None:
+    """The guard's plan for ``marked`` from the HEAD ``tree`` (``metarange, id``) and the
+    ``keyed`` entries of the marked objects' sizes (``id, path, size, key``:
+    :func:`~lakefs_gc.spark.mark.twin_evidence.entry_keys`), when those are at most
+    :data:`DRIVER_ENTRIES` once counted per branch (None: more; the caller keeps ``keyed``
+    persisted, so that its Spark plan does not read the trees again). ``budgets``: (stats, pairs)."""
+    head_entries = _head_entries(tree, keyed, heads=heads)
     if head_entries is None:
         return None
     stat_budget, pair_budget = budgets
-    return DriverPlan(
-        plan_twins(marked, head_entries, stat_budget=stat_budget, pair_budget=pair_budget), marked
-    )
+    return plan_twins(marked, head_entries, stat_budget=stat_budget, pair_budget=pair_budget)
 
 
 def _head_entries(
-    tree: DataFrame,
-    entries: DataFrame,
-    *,
-    sizes: DataFrame,
-    objects: DataFrame | None,
-    heads: Mapping[str, list[str]],
+    tree: DataFrame, keyed: DataFrame, *, heads: Mapping[str, list[str]]
 ) -> list[HeadEntry] | None:
-    from pyspark.sql import functions as F
-
-    sized = entries.join(F.broadcast(sizes), "size", "left_semi")
-    if objects is not None and CONTENT_MD5 in objects.columns:
-        looked_up = of_sizes(objects, sizes)
-        assert looked_up is not None  # it is None only without objects
-        proven = looked_up.where(F.col(CONTENT_MD5).isNotNull())
-        sized = sized.join(
-            proven.select("address", F.col(CONTENT_MD5).alias("object_md5")), "address", "left"
-        )
-    else:
-        sized = sized.withColumn("object_md5", F.lit(None).cast("string"))
-    columns = ("metarange", "path", "size", "checksum", "object_md5")
-    rows = sized.join(tree, "id").select(*columns).limit(DRIVER_ENTRIES + 1).toArrow()
+    rows = (
+        keyed.join(tree, "id").select("metarange", "path", "size", "key").limit(DRIVER_ENTRIES + 1).toArrow()
+    )
     if sum(len(heads[m]) for m in rows.column("metarange").to_pylist()) > DRIVER_ENTRIES:
         return None  # as Arrow until counted: over the bound, no row became an object
     return [_entry(r, branch) for r in rows.to_pylist() for branch in heads[r["metarange"]]]
 
 
 def _entry(row: dict[str, Any], branch: str) -> HeadEntry:
-    return HeadEntry(branch, row["path"], int(row["size"]), row["checksum"], object_md5=row["object_md5"])
+    """The entry as the rule takes it: a proven ``key`` is the entry's checksum and its own
+    object's MD5 at once (``entry_keys`` set it so: the object's lower-case MD5, equal to the
+    checksum), so :func:`lakefs_gc.gc.twins.entry_key` gives it back; an unproven one, neither."""
+    key = row["key"]
+    return HeadEntry(branch, row["path"], int(row["size"]), key or "", object_md5=key)
