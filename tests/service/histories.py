@@ -25,6 +25,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from lakefs_gc.service.app import GcService
 from lakefs_gc.service.settings import ServiceSettings
+from lakefs_gc.spark.ingest.events.table import recorded_parts
 from lakefs_gc.spark.report.layout import ReportDir, part_files
 from lakefs_gc.spark.report.read import read_summary
 from tests.testing.sdk import Lakefs
@@ -395,11 +396,21 @@ def wait_older(service: GcService, upload: Upload) -> None:
     wait_for(lambda: _now() > old_enough, f"{upload.path} to be old enough", service)
 
 
-def ingested(service: GcService, source: str, repo: str) -> float:
-    """Events the service recorded in its event table for ``repo`` (from /metrics)."""
-    return value(
-        scrape(service.status.url), "lakefs_gc_events_ingested_total", source=source, repository=repo
-    )
+def event_stored(service: GcService, address: str, kind: str = "created") -> bool:
+    """Whether the service's event table holds a ``kind`` event of ``address`` (what a mark reads).
+
+    Waiting for this, not for the ingested count to grow, is what says the next mark sees the
+    object: the count also grows with notifications still arriving for earlier writes and sweeps.
+    """
+    table = service.maintenance.event_table
+    assert table is not None, "the service has no event source"
+    fs, base = table.filesystem()
+    for relative in recorded_parts(table):
+        with fs.open_input_file(f"{base}/{relative}") as f:
+            rows = pq.read_table(f, columns=["address", "kind"]).to_pylist()
+        if {"address": address, "kind": kind} in rows:
+            return True
+    return False
 
 
 def from_inventory(summary: dict[str, Any], delivery: str | None = None) -> bool:

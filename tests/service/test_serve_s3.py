@@ -32,9 +32,9 @@ from tests.service.histories import (
     Marks,
     Upload,
     deleted_branch,
+    event_stored,
     expired_commits,
     from_inventory,
-    ingested,
     mark_records,
     marked_addresses,
     one_cycle,
@@ -86,10 +86,9 @@ def young_object_kept(service: GcService, h: History, marks: Marks, *, older: Up
     """
     pause_cycles(service)
     wait_older(service, older)
-    before = ingested(service, SOURCE, REPO)
     young = orphan(h, "young/y")
     h.young(young, "orphaned just before the last mark: younger than its cutoff")
-    wait_for(lambda: ingested(service, SOURCE, REPO) > before, "the young object's event", service)
+    wait_for(lambda: event_stored(service, young.address), "the young object's event", service)
     record, summary = one_cycle(service, marks, young.written)
     age = datetime.fromisoformat(record["started"]) - young.written
     assert age < timedelta(seconds=MIN_AGE_S), f"the mark started {age} after the orphaning: test too slow"
@@ -326,10 +325,9 @@ def test_events_complete_a_weekly_inventory(
         url = service.status.url
         wait_for(lambda: value(scrape(url), "lakefs_gc_inventory_deliveries_total", outcome="ingested") == 1,
                  "the snapshot ingested", service)  # fmt: skip
-        before = ingested(service, SOURCE, REPO)
         weekly = orphan(h, "weekly/w")
         h.garbage(weekly, "written after the snapshot, orphaned: only its event tells")
-        wait_for(lambda: ingested(service, SOURCE, REPO) > before, "its event", service)
+        wait_for(lambda: event_stored(service, weekly.address), "its event", service)
         wait_older(service, weekly)
         record, summary = one_cycle(service, marks, datetime.now(timezone.utc))
         service.request_stop()
