@@ -48,7 +48,7 @@ from typing import TYPE_CHECKING
 from lakefs_gc.gc import twins
 from lakefs_gc.gc.ports import CommitGraphReader
 from lakefs_gc.gc.retention import CommitGraph
-from lakefs_gc.gc.twin_plan import plan_keys
+from lakefs_gc.gc.twin_plan import TwinPlan, plan_keys
 from lakefs_gc.spark.mark.head_contents import head_keys
 from lakefs_gc.spark.mark.head_trees import HeadTrees, LakeFSHeadTrees, head_metaranges
 from lakefs_gc.spark.mark.references import MetadataReader
@@ -179,14 +179,11 @@ class _Guard:
     ) -> tuple[TwinGuard, tuple[int, int], bool]:
         """:meth:`from_contents` planned on the driver from the HEAD entries' ``weights`` (size ->
         content key -> entries): the trees are read only for the pairs of the sizes it checks."""
-        budgets = (STAT_BUDGET, PAIR_BUDGET)
-        planned = plan_keys(on_driver, weights, stat_budget=budgets[0], pair_budget=budgets[1])
+        stats, pair_budget = _budgets()
+        planned = plan_keys(on_driver, weights, stat_budget=stats, pair_budget=pair_budget)
         checked = sorted(planned.checked)
         pairs = self.checked_pairs(marked, sizes_of(self.spark, checked)) if checked else None
-        guard, ruled_out = decide_driver_plan(
-            self.spark, replace(planned, pairs=self.pair_list(pairs)), budgets=budgets, reader=self.reader,
-            lakefs=self.lakefs, say=self.say,
-        )  # fmt: skip
+        guard, ruled_out = self.driver_verdicts(replace(planned, pairs=self.pair_list(pairs)))
         return guard, ruled_out, bool(checked)
 
     def checked_pairs(self, marked: DataFrame, checked: DataFrame) -> DataFrame:
@@ -206,11 +203,7 @@ class _Guard:
 
     def decide_none(self) -> TwinGuard:
         """The verdicts when no marked object has a twin pair: none, without planning the sizes."""
-        none = Unresolved(None, 0, 0, 0)
-        budgets = (STAT_BUDGET, PAIR_BUDGET)
-        return decide_twins(
-            self.spark, [], none, budgets=budgets, reader=self.reader, lakefs=self.lakefs, say=self.say
-        )
+        return self.verdicts([], Unresolved(None, 0, 0, 0))
 
     def pair_list(self, pairs: DataFrame | None) -> list[twins.TwinPair]:
         """:func:`twin_pairs`' rows, one pair per branch whose HEAD holds the entry."""
@@ -221,11 +214,20 @@ class _Guard:
         ]
 
     def decide(self, pairs: DataFrame | None, plan: SizePlan) -> TwinGuard:
-        budgets = (STAT_BUDGET, PAIR_BUDGET)
+        return self.verdicts(self.pair_list(pairs), plan.kept())
+
+    def verdicts(self, pair_list: list[twins.TwinPair], unresolved: Unresolved) -> TwinGuard:
+        """:func:`decide_twins` on this guard's lakeFS, within the budgets."""
         return decide_twins(
-            self.spark, self.pair_list(pairs), plan.kept(), budgets=budgets, reader=self.reader,
-            lakefs=self.lakefs, say=self.say,
+            self.spark, pair_list, unresolved, budgets=_budgets(), reader=self.reader, lakefs=self.lakefs,
+            say=self.say,
         )  # fmt: skip
+
+    def driver_verdicts(self, plan: TwinPlan) -> tuple[TwinGuard, tuple[int, int]]:
+        """:func:`decide_driver_plan` on this guard's lakeFS, within the budgets."""
+        return decide_driver_plan(
+            self.spark, plan, budgets=_budgets(), reader=self.reader, lakefs=self.lakefs, say=self.say
+        )
 
     def read_trees(
         self, marked: DataFrame, sizes: DataFrame, on_driver: list[twins.MarkedObject] | None
@@ -241,17 +243,9 @@ class _Guard:
         keyed = entry_keys(sized, of_sizes(self.objects, sizes)).persist()
         try:
             if on_driver is not None:
-                budgets = (STAT_BUDGET, PAIR_BUDGET)
-                found = plan_on_driver(on_driver, tree, keyed, heads=self.heads, budgets=budgets)
+                found = plan_on_driver(on_driver, tree, keyed, heads=self.heads, budgets=_budgets())
                 if found is not None:
-                    return decide_driver_plan(
-                        self.spark,
-                        found,
-                        budgets=budgets,
-                        reader=self.reader,
-                        lakefs=self.lakefs,
-                        say=self.say,
-                    )
+                    return self.driver_verdicts(found)
             needed = needed_entries(marked, keyed).localCheckpoint()
             head_sizes = keyed.select("size").distinct().localCheckpoint()
         finally:
@@ -264,6 +258,12 @@ class _Guard:
         plan = plan_sizes(self.spark, marked, needed, tree, self.heads, paired=paired)
         pairs = twin_pairs(marked, needed, tree, plan.checked)
         return self.decide(pairs, plan), _ruled_out(marked, head_sizes, paired)
+
+
+def _budgets() -> tuple[int, int]:
+    """(stats, pairs) the guard may spend: read when used, so a change of the module's budgets
+    (a test's, or a caller's) holds for the next mark."""
+    return STAT_BUDGET, PAIR_BUDGET
 
 
 def _ruled_out(marked: DataFrame, head_sizes: DataFrame, paired: DataFrame) -> tuple[int, int]:
