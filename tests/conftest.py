@@ -51,6 +51,18 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _archive.close()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The ``slow`` tests first, the rest after them, each group in its collection order.
+
+    ``tests/run`` hands the workers whole files in this order (``--dist loadfile
+    --no-loadscope-reorder``), so the minute-long files start early and the run ends on short
+    ones on every worker. xdist's own order (the files with the most tests first) left the long
+    files of one or two tests for the end: one worker ran one of them while the other had
+    nothing left, ~100 s at the end of a 24-minute run on 2 cores.
+    """
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def fixtures_root() -> Path:
     """``$LAKEFS_GC_FIXTURES`` or ``tests/fixtures`` (see its README.md).
 

@@ -26,6 +26,7 @@ def spark_submit() -> str:
     return str(Path(pyspark.__file__).parent / "bin" / "spark-submit")
 
 
+@pytest.mark.slow  # a minute or more: two spark-submit processes
 def test_mark_then_sweep_in_other_processes(local_env: GcEnv, spark: SparkSession) -> None:
     """``spark-submit batch/mark.py`` marks; a later ``lakefs-gc sweep`` process deletes exactly that."""
     scenario = build_unified_gc(local_env.lakefs, REPO, f"local://{REPO}")

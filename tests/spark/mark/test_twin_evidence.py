@@ -41,6 +41,10 @@ from lakefs_gc.storage.locations import StorageLocation, parse_location, parse_s
 from tests.support.gc_env import GcEnv, gc_env, run_cli
 from tests.support.jobs import mark as jobs_mark
 
+#: a few minutes of Spark plans over the six worlds and marks end to end (``-m 'not slow'`` leaves
+#: it out of a quick run)
+pytestmark = pytest.mark.slow
+
 CONTENTS = [b"x" * 10, b"y" * 10, b"z" * 10]
 ENTRIES = "id string, path string, size long, address string, checksum string"
 MD5S = [hashlib.md5(c).hexdigest() for c in CONTENTS]
