@@ -131,6 +131,7 @@ def inventory_rows(n: int, seed: int = 1) -> tuple[Any, dict[str, int]]:
                 "size": pa.array(rng.integers(1, 64 << 20, m), pa.int64()),
                 "last_modified": pa.array(millis, pa.int64()).cast(pa.timestamp("ms", tz="UTC")),
                 "etag": _fixed_width([etag], m),
+                "encryption": pa.nulls(m, pa.string()),  # none: the delivery has no EncryptionStatus
             }).cast(INVENTORY_SCHEMA))  # fmt: skip
         if kind == "data" and repository:
             expected[repository] = expected.get(repository, 0) + size
