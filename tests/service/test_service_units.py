@@ -130,7 +130,7 @@ def test_debug_memory_lists_allocation_sites_and_their_growth_when_tracing() -> 
 def test_freed_memory_of_a_thread_goes_back_to_the_system() -> None:
     """What a thread freed stays in its glibc arena while anything above it lives (the soak's
     growing driver); release_free_memory (after every cycle tick) gives those pages back."""
-    from lakefs_gc.service.memory import release_free_memory
+    from lakefs_gc.spark.runtime.memory import release_free_memory
 
     def anonymous_mib() -> int:
         return next(

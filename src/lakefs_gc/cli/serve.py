@@ -118,10 +118,11 @@ def register(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> N
 
 def run_serve(args: argparse.Namespace) -> int:
     from lakefs_gc.service.logs import configure_logging
-    from lakefs_gc.service.memory import limit_malloc_arenas, start_tracing
+    from lakefs_gc.service.memory import start_tracing
+    from lakefs_gc.spark.runtime.memory import limit_malloc_arenas
 
     configure_logging(args.log_format)
-    limit_malloc_arenas()  # before Spark's and py4j's threads (service/memory.py says why)
+    limit_malloc_arenas()  # before Spark's and py4j's threads (spark/runtime/memory.py says why)
     if args.trace_memory:
         start_tracing(args.trace_memory)
     environ = dict(os.environ)

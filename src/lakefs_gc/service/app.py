@@ -42,7 +42,6 @@ from lakefs_gc.service.maintenance import (
     open_descriptors,
     process_memory,
 )
-from lakefs_gc.service.memory import release_free_memory
 from lakefs_gc.service.metrics import Metrics
 from lakefs_gc.service.records import CycleRecords
 from lakefs_gc.service.state import ServiceState
@@ -51,6 +50,7 @@ from lakefs_gc.spark.ingest.inventory.table import CandidateTable
 from lakefs_gc.spark.mark.range_cache import RangeCache, RangeCacheError
 from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes
+from lakefs_gc.spark.runtime.memory import release_free_memory
 from lakefs_gc.spark.sweep.job import SweepResult
 from lakefs_gc.storage.locations import StorageLocation, parse_storage_namespace
 
@@ -249,7 +249,7 @@ class GcService:
 
         def maintain() -> None:
             maintenance.run(name, repo.namespace, records)
-            release_free_memory()  # what the last mark freed, back to the system (service/memory.py)
+            release_free_memory()  # what the last mark freed, back to the system (spark/runtime/memory.py)
 
         ports = CyclePorts(mark, sweep, maintain=maintain)
         svc = settings.service

@@ -86,6 +86,24 @@ def test_session_runs_python_workers_with_our_package(spark: SparkSession) -> No
     assert sorted(r.n for r in rows) == [127, 300]
 
 
+def test_the_driver_allocates_arrow_buffers_from_the_c_library_and_the_executors_do_not(
+    spark: SparkSession,
+) -> None:
+    """The driver's Arrow work is small and mimalloc kept what it freed (spark/runtime/memory.py);
+    the executors', where the Arrow work is, keeps pyarrow's default pool."""
+    import pyarrow as pa
+
+    def backend(batches):  # type: ignore[no-untyped-def]
+        import pyarrow as pa
+
+        for _ in batches:
+            yield pa.RecordBatch.from_pydict({"pool": [pa.default_memory_pool().backend_name]})
+
+    assert pa.default_memory_pool().backend_name == "system"
+    [row] = spark.range(1, numPartitions=1).mapInArrow(backend, "pool string").collect()
+    assert row.pool != "system"
+
+
 def test_map_in_arrow_runs_on_executors(spark: SparkSession) -> None:
     """The engine of executor-side work (listing, range reading, deletes): needs pyarrow and pandas."""
     import pyarrow as pa

@@ -69,6 +69,7 @@ from lakefs_gc.spark.mark.twins import guard_twins, guard_twins_none
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.write import write_marked, write_metaranges, write_ranges, write_summary
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
+from lakefs_gc.spark.runtime.memory import release_free_memory
 from lakefs_gc.sstable.catalog import epoch_ns
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -256,6 +257,7 @@ class _MarkRun:
         checked = cross_check_export(
             self.refs.graph, self.repo.id, commits, export_run_id=export_run_id, start=self.start
         )
+        release_free_memory()  # the pages the graph's reading and walk freed (spark/runtime/memory.py)
         kept = sorted(checked.check.kept_beyond_lakefs)
         if kept:  # all of them in summary.json's retention_cross_check
             self.say(
@@ -330,11 +332,8 @@ class _MarkRun:
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)
-        self.stats.update(
-            uncommitted_pages=dump.pages,
-            uncommitted_files=staged.files,
-            uncommitted_location_source=dump.location_source,
-        )
+        stats = {"uncommitted_pages": dump.pages, "uncommitted_files": staged.files}
+        self.stats.update(stats, uncommitted_location_source=dump.location_source)
         return staged.addresses
 
     def _tally(self, tallied: Tally, checked: CheckedCommits) -> tuple[dict[str, dict[str, int]], str]:

@@ -2,9 +2,10 @@
 
 One place decides the JVM (Java 17+, falling back to the bundled JDK), the Python the
 executors run (``sys.executable``, or workers may pick an interpreter without our packages),
-the defaults a GC job wants (UI off in tests, few shuffle partitions locally, Arrow on) and how
+the defaults a GC job wants (UI off in tests, few shuffle partitions locally, Arrow on), how
 much Spark says: warnings and errors only (``log4j2.properties`` beside this module and
-``spark.log.level=WARN``, both overridable), so the tool's progress is not buried.
+``spark.log.level=WARN``, both overridable), so the tool's progress is not buried, and where the
+driver's Arrow buffers come from (the C library: :mod:`lakefs_gc.spark.runtime.memory`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakefs_gc.spark.runtime.java import ensure_java
+from lakefs_gc.spark.runtime.memory import use_system_arrow_pool
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -69,6 +71,7 @@ def build_session(
     ``-Dlog4j2.configurationFile`` in ``spark.driver.extraJavaOptions`` wins).
     """
     ensure_java(environ)
+    use_system_arrow_pool()  # the driver's Arrow buffers: spark/runtime/memory.py says why
     environ.setdefault("PYSPARK_PYTHON", sys.executable)
     environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
