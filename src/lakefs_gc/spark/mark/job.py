@@ -332,8 +332,8 @@ class _MarkRun:
 
     def _uncommitted(self, dump: StagedExport) -> DataFrame:
         staged = dump_frame(self.spark, dump, options=self.refs.storage, parallelism=self.parallelism)
-        stats = {"uncommitted_pages": dump.pages, "uncommitted_files": staged.files}
-        self.stats.update(stats, uncommitted_location_source=dump.location_source)
+        self.stats.update(uncommitted_pages=dump.pages, uncommitted_files=staged.files,
+                          uncommitted_location_source=dump.location_source)  # fmt: skip
         return staged.addresses
 
     def _tally(self, tallied: Tally, checked: CheckedCommits) -> tuple[dict[str, dict[str, int]], str]:

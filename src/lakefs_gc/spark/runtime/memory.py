@@ -8,8 +8,8 @@ work, then minutes of waiting on Spark):
   returns an arena's free pages to the system only from its top. The driver allocates from many
   threads (py4j runs each Spark callback on one of its own; the queue sources, the status server
   and the progress heartbeat have theirs). :func:`limit_malloc_arenas` (before any thread starts)
-  and :func:`release_free_memory` (``malloc_trim``, at the end of a phase or a cycle tick) keep
-  that in check.
+  and :func:`release_free_memory` (``malloc_trim``, after a mark's retention cross-check and every
+  cycle tick) keep that in check.
 * **pyarrow's default pool** (mimalloc on Linux) keeps the segments a burst of Arrow work freed.
   The driver's Arrow work is small: the task lists it hands to Spark as Arrow tables
   (:func:`~lakefs_gc.spark.runtime.frames.local_frame`), the few rows it collects, its reports.
@@ -63,10 +63,7 @@ def use_system_arrow_pool() -> None:
 
 
 def release_free_memory() -> bool:
-    """Give the free pages of every glibc arena, and what Arrow's pool keeps unused, back to the
-    system; True if glibc released any."""
-    import pyarrow as pa
-
-    pa.default_memory_pool().release_unused()
+    """Give the free pages of every glibc arena back to the system (the driver's Arrow buffers
+    among them, once :func:`use_system_arrow_pool` ran); True if any was released."""
     libc = _glibc()
     return bool(libc is not None and libc.malloc_trim(0) == 1)
