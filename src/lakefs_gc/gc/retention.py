@@ -32,7 +32,7 @@ a superset of lakeFS's active set for every processing order.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Set
+from collections.abc import Iterator, Mapping, Set
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Literal
@@ -67,6 +67,9 @@ class Commit:
     creation: datetime
     parents: tuple[str, ...] = ()
     version: int = COMMIT_VERSION_PARENT_SWITCH
+    #: the id of its tree's metarange ('' for none): not retention's, but kept here so that a
+    #: history's graph is one dict (:class:`CommitMetaranges` reads it)
+    metarange: str = ""
 
     def __post_init__(self) -> None:
         if self.creation.tzinfo is None or self.creation.utcoffset() is None:
@@ -295,6 +298,25 @@ def cross_check(lakefs_active: Set[str], ours: Set[str]) -> RetentionCrossCheck:
         kept_beyond_lakefs=frozenset(ours - lakefs_active),
         lakefs_only=frozenset(lakefs_active - ours),
     )
+
+
+class CommitMetaranges(Mapping[str, str]):
+    """Commit id → metarange id, read from the commits themselves: a view, not a second dict the
+    size of the history (a service holds its repositories' histories for its life)."""
+
+    __slots__ = ("_commits",)
+
+    def __init__(self, commits: Mapping[str, Commit]) -> None:
+        self._commits = commits
+
+    def __getitem__(self, commit_id: str) -> str:
+        return self._commits[commit_id].metarange
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._commits)
+
+    def __len__(self) -> int:
+        return len(self._commits)
 
 
 @dataclass(frozen=True)
