@@ -6,6 +6,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import shutil
+import tempfile
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,6 +51,16 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _archive is not None:
         _archive.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """The free space of the temporary directory, at the end of the output a CI shows: a store
+    write that fails with exit code 6 on a nearly full disk then says so at once."""
+    if hasattr(terminalreporter.config, "workerinput"):
+        return
+    where = tempfile.gettempdir()
+    free = shutil.disk_usage(where).free / 2**30
+    terminalreporter.write_line(f"free disk space in {where} at the end of the run: {free:.1f} GiB")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

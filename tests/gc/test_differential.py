@@ -20,6 +20,7 @@ import itertools
 import json
 import os
 import secrets
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -303,8 +304,8 @@ def run_gc(env: Env, repo: str) -> list[dict[str, Any]]:
     from lakefs_gc.cli.main import main
 
     info = env.server.connection_info()
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         rc = main(
             [
                 "run",
@@ -320,7 +321,10 @@ def run_gc(env: Env, repo: str) -> list[dict[str, Any]]:
                 "--max-delete-fraction", "1",  # small random repositories: often mostly garbage
             ]
         )  # fmt: skip
-    assert rc == 0, f"lakefs-gc run exited {rc}: {out.getvalue()}"
+    sys.stderr.write(err.getvalue())
+    # the error's own line first: a CI shows the end of a long assertion message cut short
+    last = "\n".join(err.getvalue().splitlines()[-6:])
+    assert rc == 0, f"lakefs-gc run exited {rc}; its last lines:\n{last}\nits output: {out.getvalue()}"
     return [json.loads(line) for line in out.getvalue().splitlines() if line.startswith("{")]
 
 
