@@ -53,6 +53,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _archive.close()
 
 
+@pytest.hookimpl(trylast=True)  # after the durations: the last lines a CI shows
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     """The free space of the temporary directory, at the end of the output a CI shows: a store
     write that fails with exit code 6 on a nearly full disk then says so at once."""

@@ -7,10 +7,12 @@ event table written by the sink, cycle records and report directories on a local
 from __future__ import annotations
 
 import json
+import logging
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.events.model import sequencer_order
@@ -29,6 +31,9 @@ from lakefs_gc.service.settings import ServiceOptions
 from lakefs_gc.spark.ingest.events.generations import newest_generation
 from lakefs_gc.spark.ingest.events.source import SOURCE_SCHEMA
 from lakefs_gc.spark.ingest.events.table import EventTable, EventTableSink
+from lakefs_gc.spark.mark.range_cache import RangeCache
+from lakefs_gc.spark.mark.range_cache.generation import Generation
+from lakefs_gc.spark.mark.range_cache.tasks import Part
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_location
 
@@ -164,3 +169,41 @@ def test_only_run_ids_of_one_path_segment_name_exports() -> None:
     assert lakefs_exports("m2", {"commits_export_run_id": "c1", "revalidation": "not a mapping"}) == [
         "_lakefs/retention/gc/uncommitted/m2/", "_lakefs/retention/gc/commits/run_id=c1/",
     ]  # fmt: skip
+
+
+def test_a_range_cache_its_marks_outgrow_is_reported(
+    spark: SparkSession, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A cap below what the last mark needed makes every mark read the excess from lakeFS again:
+    the maintenance says so in its log, and ``lakefs_gc_range_cache_needed_bytes`` beside
+    ``lakefs_gc_range_cache_max_bytes`` lets an alert say it (dashboards/alerts.yaml)."""
+    state, namespace = tmp_path / "state", tmp_path / "ns"
+    cache = RangeCache.for_repository(state, "r")
+    needed = Part("ranges/part-00000002-b00000-a.parquet", 9, ranges=2, used=2)
+    unneeded = Part("ranges/part-00000001-b00001-b.parquet", 9, ranges=2, used=1)
+    for part in (needed, unneeded):
+        (cache.root / part.file).parent.mkdir(parents=True, exist_ok=True)
+        (cache.root / part.file).write_bytes(b"x" * 1000)
+    cache.commit(Generation(2, "r", "local://r", 4, (), {0: (needed,), 1: (unneeded,)}))
+    records, location = CycleRecords(state / "cycles/r/batches"), parse_location(str(namespace) + "/")
+    metrics = Metrics()
+
+    def maintenance(cap: int) -> Maintenance:
+        options = ServiceOptions(state=state, range_cache_max_bytes=cap)
+        sets = CandidateSets(StorageOptions(), None, None)
+        return Maintenance(spark, options, state, sets, None, ("r",), metrics, lambda: NOW)
+
+    fits = maintenance(1500)
+    assert metrics.range_cache_max._value.get() == 1500  # from the start
+    with caplog.at_level(logging.WARNING, logger="lakefs_gc.service.maintenance"):
+        fits.run("r", location, records)  # only the part the last mark did not need goes
+        assert not caplog.records
+        assert metrics.range_cache_needed.labels("r")._value.get() == 1000
+        assert (cache.root / needed.file).exists() and not (cache.root / unneeded.file).exists()
+
+        maintenance(500).run("r", location, records)
+    assert metrics.range_cache_max._value.get() == 500
+    assert metrics.range_cache_needed.labels("r")._value.get() == 1000  # what the last mark needed
+    [warning] = [r.getMessage() for r in caplog.records]
+    assert "r: its last mark needed 0.0 GiB of range cache" in warning
+    assert "raise range_cache_max_bytes" in warning and metrics.maintenance_failures._value.get() == 0

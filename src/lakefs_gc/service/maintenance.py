@@ -79,6 +79,9 @@ class Maintenance:
     superseded: set[str] = field(default_factory=set)  # delivery ids superseded at the last run
     compacted: datetime | None = None  # when this process last compacted (or found nothing to)
 
+    def __post_init__(self) -> None:
+        self.metrics.range_cache_max.set(self.options.range_cache_max_bytes)
+
     def run(self, repository: str, namespace: StorageLocation, records: CycleRecords) -> None:
         """The shared work if due and no other cycle does it, then ``repository``'s own."""
         try:
@@ -214,10 +217,18 @@ class Maintenance:
     def _trim_range_cache(self, repository: str) -> None:
         """The repository's range cache down to ``range_cache_max_bytes`` (its mark runs after this,
         in the same thread: nobody reads the cache meanwhile)."""
-        cache = RangeCache.for_repository(self.state_dir, repository)
-        trimmed = trim_range_cache(cache, self.options.range_cache_max_bytes)
+        cache, cap = RangeCache.for_repository(self.state_dir, repository), self.options.range_cache_max_bytes
+        trimmed = trim_range_cache(cache, cap)
+        self.metrics.range_cache_needed.labels(repository).set(trimmed.needed_bytes)
         if trimmed.parts_dropped:
             self.metrics.state_files_retired.labels("range_cache").inc(trimmed.parts_dropped)
+        if trimmed.needed_bytes > cap:  # a cache that thrashes: worth an operator's attention
+            _log.warning(
+                "%s: its last mark needed %.1f GiB of range cache, over service.range_cache_max_bytes "
+                "(%.1f GiB): each mark reads what was dropped from lakeFS again; raise "
+                "range_cache_max_bytes above it, with room to grow (and the state's disk with it)",
+                repository, trimmed.needed_bytes / 2**30, cap / 2**30,
+            )  # fmt: skip
 
     # ---- sizes ----------------------------------------------------------------------------------
 

@@ -160,6 +160,17 @@ class Metrics:
         )  # fmt: skip
         for table in ("reports", "lakefs_exports", "cycles", "dead_letters", "candidates", "range_cache"):
             self.state_files_retired.labels(table)  # every series from the start
+        self.range_cache_needed = Gauge(
+            "lakefs_gc_range_cache_needed_bytes", "Bytes of its range cache the repository's last mark "
+            "needed (as the maintenance before the next mark found them); above "
+            "lakefs_gc_range_cache_max_bytes, every mark reads the excess from lakeFS again",
+            ["repository"], registry=r,
+        )  # fmt: skip
+        self.range_cache_max = Gauge(
+            "lakefs_gc_range_cache_max_bytes",
+            "service.range_cache_max_bytes: the bytes each repository's range cache may keep between marks",
+            registry=r,
+        )
         self.event_table_rows = Gauge(
             "lakefs_gc_event_table_rows", "Rows the event table holds after its last compaction", registry=r
         )

@@ -151,7 +151,8 @@ class ServiceOptions(_Durations):
         description="Bytes each repository's range cache may keep between marks (4 GiB). Before each "
         "mark, parts the previous mark did not need are dropped first, then the least recently used, "
         "until it fits; the next mark reads what was dropped from lakeFS again. A mark that needs more "
-        "than this writes it all (it must), and the next maintenance trims it back.",
+        "than this writes it all (it must), and the next maintenance trims it back, with a warning: "
+        "lakefs_gc_range_cache_needed_bytes says what each repository's last mark needed.",
     )
     dead_letters_max_files: int = Field(
         default=1000, ge=1, description="Dead-letter files kept (the oldest are removed beyond this)."

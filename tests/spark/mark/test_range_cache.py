@@ -18,7 +18,7 @@ from pyspark.sql import SparkSession
 from lakefs_gc import jobs
 from lakefs_gc.settings import GcSettings
 from lakefs_gc.spark.mark.range_cache import Generation, Part, RangeCache, RangeCacheError, plan_metaranges
-from lakefs_gc.spark.mark.range_cache.retention import plan_retention, trim_range_cache
+from lakefs_gc.spark.mark.range_cache.retention import needed_bytes, plan_retention, trim_range_cache
 from lakefs_gc.spark.mark.result import MarkResult
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.testing.context import ServerSettings
@@ -378,6 +378,7 @@ def test_retention_drops_what_the_last_mark_did_not_need_then_the_least_recently
         3, "repo", "local://repo", 4, (meta,), {0: (old_needed, new_needed), 1: (older_unneeded, unneeded)}
     )
     sizes = dict.fromkeys(generation.files(), 100)
+    assert needed_bytes(generation, sizes) == 300  # what the last mark (generation 3) needed
     assert plan_retention(generation, sizes, 500) is generation  # it fits
     # the parts the last mark (generation 3) did not need go first, the least recently needed first
     assert plan_retention(generation, sizes, 400).files() == generation.files() - {older_unneeded.file}
@@ -398,6 +399,7 @@ def test_byte_cap_is_honoured_between_marks_and_marks_stay_the_same(
     full = sum(cache.part_sizes(current).values())
     trimmed = trim_range_cache(cache, full // 2)
     assert trimmed.bytes_before == full and 0 < trimmed.bytes_after <= full // 2 and trimmed.parts_dropped
+    assert trimmed.needed_bytes == full  # one mark wrote it all, and needed all of it
     on_disk = sum(f.stat().st_size for f in cache.root.rglob("*.parquet"))
     assert on_disk == trimmed.bytes_after  # the dropped parts are deleted at once
     assert trim_range_cache(cache, full // 2).parts_dropped == 0  # it fits now

@@ -41,6 +41,9 @@ class Trimmed:
     bytes_before: int
     bytes_after: int
     parts_dropped: int
+    #: the bytes of the parts the newest mark needed: above the cap, every mark reads the excess
+    #: from lakeFS again (and a dropped address part makes it rebuild the committed-address level)
+    needed_bytes: int = 0
 
 
 def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int) -> Generation:
@@ -71,6 +74,13 @@ def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int
     )  # fmt: skip
 
 
+def needed_bytes(generation: Generation, sizes: dict[str, int]) -> int:
+    """The bytes of ``generation``'s parts its newest mark needed (each holds something it used):
+    what the cache must keep for the next mark to read nothing of it from lakeFS again."""
+    last = generation.last_used()
+    return sum(sizes.get(p.file, 0) for p in generation.parts() if last and p.used == last)
+
+
 def _drop_order(part: Part, last: int) -> tuple[int, int, int, str]:
     written = _WRITTEN.search(part.file)
     return (0 if part.used < last else 1, part.used, int(written.group(1)) if written else 0, part.file)
@@ -82,13 +92,13 @@ def trim_range_cache(cache: RangeCache, max_bytes: int) -> Trimmed:
     if current is None:
         return Trimmed(0, 0, 0)
     sizes = cache.part_sizes(current)
-    before = sum(sizes.values())
+    before, needed = sum(sizes.values()), needed_bytes(current, sizes)
     trimmed = plan_retention(current, sizes, max_bytes)
     if trimmed is current:
-        return Trimmed(before, before, 0)
+        return Trimmed(before, before, 0, needed)
     cache.replace(trimmed)
     after = sum(sizes[f] for f in trimmed.files())
     dropped = len(current.files()) - len(trimmed.files())
     _log.info("range cache %s: %d parts dropped to fit %d bytes (%d -> %d)",
               cache.root, dropped, max_bytes, before, after)  # fmt: skip
-    return Trimmed(before, after, dropped)
+    return Trimmed(before, after, dropped, needed)
