@@ -181,10 +181,11 @@ def test_a_range_cache_its_marks_outgrow_is_reported(
     cache = RangeCache.for_repository(state, "r")
     needed = Part("ranges/part-00000002-b00000-a.parquet", 9, ranges=2, used=2)
     unneeded = Part("ranges/part-00000001-b00001-b.parquet", 9, ranges=2, used=1)
-    for part in (needed, unneeded):
+    heads = Part("entries/part-00000001-b00000-c.parquet", 9, ranges=2, used=1)  # no guard in mark 2
+    for part, size in ((needed, 600), (unneeded, 1000), (heads, 400)):
         (cache.root / part.file).parent.mkdir(parents=True, exist_ok=True)
-        (cache.root / part.file).write_bytes(b"x" * 1000)
-    cache.commit(Generation(2, "r", "local://r", 4, (), {0: (needed,), 1: (unneeded,)}))
+        (cache.root / part.file).write_bytes(b"x" * size)
+    cache.commit(Generation(2, "r", "local://r", 4, (), {0: (needed,), 1: (unneeded,)}, {0: (heads,)}))
     records, location = CycleRecords(state / "cycles/r/batches"), parse_location(str(namespace) + "/")
     metrics = Metrics()
 
@@ -193,17 +194,17 @@ def test_a_range_cache_its_marks_outgrow_is_reported(
         sets = CandidateSets(StorageOptions(), None, None)
         return Maintenance(spark, options, state, sets, None, ("r",), metrics, lambda: NOW)
 
-    fits = maintenance(1500)
-    assert metrics.range_cache_max._value.get() == 1500  # from the start
+    fits = maintenance(1700)
+    assert metrics.range_cache_max._value.get() == 1700  # from the start
     with caplog.at_level(logging.WARNING, logger="lakefs_gc.service.maintenance"):
-        fits.run("r", location, records)  # only the part the last mark did not need goes
+        fits.run("r", location, records)  # the address part the last mark did not need goes, not the entries
         assert not caplog.records
-        assert metrics.range_cache_needed.labels("r")._value.get() == 1000
-        assert (cache.root / needed.file).exists() and not (cache.root / unneeded.file).exists()
+        assert metrics.range_cache_needed.labels("r")._value.get() == 1000  # the HEAD entries too
+        assert {p.file for p in cache.latest().parts()} == {needed.file, heads.file}  # type: ignore[union-attr]
 
         maintenance(500).run("r", location, records)
     assert metrics.range_cache_max._value.get() == 500
-    assert metrics.range_cache_needed.labels("r")._value.get() == 1000  # what the last mark needed
+    assert metrics.range_cache_needed.labels("r")._value.get() == 1000  # what the last marks needed
     [warning] = [r.getMessage() for r in caplog.records]
     assert "r: its last mark needed 0.0 GiB of range cache" in warning
     assert "raise range_cache_max_bytes" in warning and metrics.maintenance_failures._value.get() == 0

@@ -8,7 +8,9 @@ the service's maintenance, before each mark, trims the newest generation to the 
 addresses) at a time:
 
 1. parts the newest mark did not need (nothing its active metaranges reference), least recently
-   needed first;
+   needed first; the HEAD entries level is not among them (the identity-twin guard reads it
+   whenever a mark has garbage of a HEAD entry's size: a cycle with none leaves it unused, not
+   unneeded);
 2. then least recently used: the parts of older marks' generations first, the oldest written first.
 
 What is dropped is only work lost: the next mark reads those metaranges and ranges from lakeFS again
@@ -52,9 +54,9 @@ def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int
     total = sum(sizes.get(p.file, 0) for p in generation.parts())
     if total <= max_bytes:
         return generation
-    last = generation.last_used()
+    last, heads = generation.last_used(), _head_files(generation)
     dropped: set[str] = set()
-    for part in sorted(generation.parts(), key=lambda p: _drop_order(p, last)):
+    for part in sorted(generation.parts(), key=lambda p: _drop_order(p, last, heads)):
         if total <= max_bytes:
             break
         dropped.add(part.file)
@@ -75,15 +77,24 @@ def plan_retention(generation: Generation, sizes: dict[str, int], max_bytes: int
 
 
 def needed_bytes(generation: Generation, sizes: dict[str, int]) -> int:
-    """The bytes of ``generation``'s parts its newest mark needed (each holds something it used):
-    what the cache must keep for the next mark to read nothing of it from lakeFS again."""
-    last = generation.last_used()
-    return sum(sizes.get(p.file, 0) for p in generation.parts() if last and p.used == last)
+    """The bytes of ``generation``'s parts the next mark needs as its newest one did (those the byte
+    cap drops last, see the module docstring): what the cache must keep for that mark to read
+    nothing of it from lakeFS again."""
+    last, heads = generation.last_used(), _head_files(generation)
+    return sum(sizes.get(p.file, 0) for p in generation.parts() if _needed(p, last, heads))
 
 
-def _drop_order(part: Part, last: int) -> tuple[int, int, int, str]:
+def _head_files(generation: Generation) -> frozenset[str]:
+    return frozenset(p.file for ps in generation.entries.values() for p in ps)
+
+
+def _needed(part: Part, last: int, heads: frozenset[str]) -> bool:
+    return part.used >= last or part.file in heads
+
+
+def _drop_order(part: Part, last: int, heads: frozenset[str]) -> tuple[int, int, int, str]:
     written = _WRITTEN.search(part.file)
-    return (0 if part.used < last else 1, part.used, int(written.group(1)) if written else 0, part.file)
+    return (int(_needed(part, last, heads)), part.used, int(written.group(1)) if written else 0, part.file)
 
 
 def trim_range_cache(cache: RangeCache, max_bytes: int) -> Trimmed:
