@@ -43,8 +43,8 @@ class Trimmed:
     bytes_before: int
     bytes_after: int
     parts_dropped: int
-    #: the bytes of the parts the newest mark needed: above the cap, every mark reads the excess
-    #: from lakeFS again (and a dropped address part makes it rebuild the committed-address level)
+    #: the bytes the next mark needs as the newest did (:func:`needed_bytes`): above the cap, every
+    #: mark reads the excess from lakeFS again (a dropped address part: the committed level too)
     needed_bytes: int = 0
 
 
