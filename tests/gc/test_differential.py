@@ -305,23 +305,25 @@ def run_gc(env: Env, repo: str) -> list[dict[str, Any]]:
 
     info = env.server.connection_info()
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        rc = main(
-            [
-                "run",
-                "--repo", repo,
-                "--yes",
-                "--lakefs-endpoint", info["endpoint"],
-                "--lakefs-access-key-id", info["access_key_id"],
-                "--lakefs-secret-access-key", info["secret_access_key"],
-                "--local-root", str(env.storage_root),
-                "--unsafe-min-age", "1h",
-                "--output", "json",
-                "--parallelism", "2",
-                "--max-delete-fraction", "1",  # small random repositories: often mostly garbage
-            ]
-        )  # fmt: skip
-    sys.stderr.write(err.getvalue())
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = main(
+                [
+                    "run",
+                    "--repo", repo,
+                    "--yes",
+                    "--lakefs-endpoint", info["endpoint"],
+                    "--lakefs-access-key-id", info["access_key_id"],
+                    "--lakefs-secret-access-key", info["secret_access_key"],
+                    "--local-root", str(env.storage_root),
+                    "--unsafe-min-age", "1h",
+                    "--output", "json",
+                    "--parallelism", "2",
+                    "--max-delete-fraction", "1",  # small random repositories: often mostly garbage
+                ]
+            )  # fmt: skip
+    finally:  # the progress lines reach the test's captured stderr even when main raises
+        sys.stderr.write(err.getvalue())
     # the error's own line first: a CI shows the end of a long assertion message cut short
     last = "\n".join(err.getvalue().splitlines()[-6:])
     assert rc == 0, f"lakefs-gc run exited {rc}; its last lines:\n{last}\nits output: {out.getvalue()}"
