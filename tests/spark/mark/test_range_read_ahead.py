@@ -11,7 +11,12 @@ import pytest
 from pyspark.sql import SparkSession
 
 from lakefs_gc.spark.mark.range_cache import RangeCache
-from lakefs_gc.spark.mark.range_cache.ahead import read_ahead, with_read_ahead
+from lakefs_gc.spark.mark.range_cache.ahead import (
+    ONE_TASK_METARANGES,
+    read_ahead,
+    read_ahead_tasks,
+    with_read_ahead,
+)
 from lakefs_gc.spark.mark.references import MetadataReader
 from lakefs_gc.storage.locations import parse_storage_namespace
 from lakefs_gc.testing.faults import Fault
@@ -84,6 +89,7 @@ def test_a_read_ahead_only_adds(spark: SparkSession, env: GcEnv, tmp_path: Path)
     reader = MetadataReader(env.server.connection(), REPO, first.storage_namespace, namespace, env.options)
     read = read_ahead(spark, cache, reader, [metarange], [], 2)
     assert read["metaranges_read"] == 1 and 0 < read["ranges_read"] < first.summary["num_ranges"]
+    assert read["tasks"] == 1  # a cycle's new commit: one task, the other cores left to lakeFS
     after = json.loads((cache.root / f"_gen/{before['generation'] + 1:08d}.json").read_text())
     assert after["committed_addresses"] == before["committed_addresses"]
     assert all(p in after["metaranges"] for p in before["metaranges"])
@@ -106,3 +112,32 @@ def test_the_mark_counts_what_was_read_ahead_as_read() -> None:
     assert merged["ranges_read"] == 20 and merged["ranges_cached"] == 30
     assert merged["read_ahead"] == ahead and "head_ranges_read" not in merged
     assert with_read_ahead(stats, {}) == stats
+
+
+def test_a_first_read_ahead_uses_every_task(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
+    """An empty cache (a service's first cycle) is read ahead on every task, however few the
+    metaranges: it reads the whole history, which one task would read while the other cores idle."""
+    first, _ = mark(spark, env, None)
+    metaranges = sorted(recorded(env, first, "metaranges", "metarange_id"))
+    namespace = parse_storage_namespace(first.storage_namespace, local_root=str(env.storage_root))
+    reader = MetadataReader(env.server.connection(), REPO, first.storage_namespace, namespace, env.options)
+    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
+    read = read_ahead(spark, cache, reader, metaranges, [], 2)
+    assert read["tasks"] == 2 and read["metaranges_read"] == len(metaranges)
+    assert read["ranges_read"] == first.summary["num_ranges"]
+
+
+@pytest.mark.parametrize(
+    ("new", "held", "tasks"),
+    [
+        (1, 0, 4),  # an empty cache: a first cycle's history
+        (515, 0, 4),  # 1M objects' first cycle (bench/README.md)
+        (15, 515, 1),  # 1M objects' next cycle
+        (300, 13_762, 1),  # the bottom line's next cycle
+        (600, 500, 4),  # more new than held: a cache the byte cap emptied
+        (ONE_TASK_METARANGES, 50_000, 1),
+        (ONE_TASK_METARANGES + 1, 50_000, 4),  # many new commits: every task
+    ],
+)
+def test_the_read_ahead_uses_one_task_only_for_a_few_new_commits(new: int, held: int, tasks: int) -> None:
+    assert read_ahead_tasks(new, held, 4) == tasks

@@ -50,7 +50,8 @@ _log = logging.getLogger(__name__)
 #: ranges took ~20 s once the candidates were read, 76 s into a 117-119 s dump), and leaves the
 #: other cores to whatever shares them. On the benchmark's 2 cores that is lakeFS itself,
 #: preparing the dump: with both cores the dump took 127 s and the cycle 180 s, against 167 s
-#: (bench/README.md). More (a first cycle's whole history) use every task
+#: (bench/README.md). More, or more than the cache holds already, use every task: see
+#: :func:`read_ahead_tasks`
 ONE_TASK_METARANGES = 1_000
 #: the summary's ``range_cache`` keys counting what was read from lakeFS, to which the read-ahead's
 #: are added, and the key counting the same things as cached, from which they are taken (None: none)
@@ -132,14 +133,14 @@ def read_ahead(
     """Add to ``cache`` those of ``metarange_ids`` it lacks, and the ranges they list that it
     lacks (those of ``heads`` with their entries too); one new generation records them, unless
     ``record()`` says no by then (a mark that ended: its next one may have opened the cache). What
-    was read: ``metaranges_read``, ``ranges_read``, ``head_ranges_read``."""
+    was read: ``metaranges_read``, ``ranges_read``, ``head_ranges_read``, and in how many ``tasks``
+    (:func:`read_ahead_tasks`)."""
     current = cache.open(reader.repository, reader.storage_namespace)
     held = {m for p in current.metaranges for m in p.ids}
     new = [m for m in dict.fromkeys(metarange_ids) if m not in held]
     if not new:
         return {"metaranges_read": 0, "ranges_read": 0, "head_ranges_read": 0}
-    if len(new) <= ONE_TASK_METARANGES:
-        parallelism = 1
+    parallelism = read_ahead_tasks(len(new), len(held), parallelism)
     metaranges, stats = _update_metaranges(spark, cache, reader, current, new, parallelism, evict=False)
     ids = _range_ids(spark, cache, metaranges, new, parallelism, only=set(), heads=set(heads))
     bucketed = _bucketed(ids.select("id", "head"), current.buckets, parallelism)
@@ -154,7 +155,21 @@ def read_ahead(
         "metaranges_read": stats["metaranges_read"],
         "ranges_read": range_stats["ranges_read"],
         "head_ranges_read": range_stats["head_ranges_read"],
+        "tasks": parallelism,
     }
+
+
+def read_ahead_tasks(new: int, held: int, parallelism: int) -> int:
+    """The read-ahead's tasks for ``new`` metaranges the cache lacks when it holds ``held``: one
+    for a cycle's new commits (a few, and fewer than the cache holds), else ``parallelism``.
+
+    The count of new metaranges stands for the work only when most of their ranges are cached
+    already, as in a cycle after others. A first cycle (an empty cache, or one the byte cap
+    emptied) reads the whole history, whatever its size: at 1M objects, 515 metaranges and their
+    2,009 ranges on one task took 36 s of a 65 s cycle while the other core idled, and on a
+    cluster one task would leave every other executor idle.
+    """
+    return 1 if new <= min(ONE_TASK_METARANGES, held) else parallelism
 
 
 def with_read_ahead(stats: Mapping[str, int], ahead: Mapping[str, Any]) -> dict[str, Any]:
