@@ -132,6 +132,7 @@ def test_cached_mark_marks_what_an_uncached_one_marks(
     # documented rule keeps (the mark reads those only lakeFS's export lists)
     ahead = stats["read_ahead"]
     assert 0 < ahead["metaranges_read"] <= len(metaranges) and 0 < ahead["ranges_read"] <= len(ranges)
+    assert ahead["tasks"] > 1  # an empty cache: the whole history, on every task
     assert stats["generation"] == 2 and record_path(cache, result).is_file()
 
 
