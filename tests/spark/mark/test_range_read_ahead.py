@@ -114,19 +114,6 @@ def test_the_mark_counts_what_was_read_ahead_as_read() -> None:
     assert with_read_ahead(stats, {}) == stats
 
 
-def test_a_first_read_ahead_uses_every_task(spark: SparkSession, env: GcEnv, tmp_path: Path) -> None:
-    """An empty cache (a service's first cycle) is read ahead on every task, however few the
-    metaranges: it reads the whole history, which one task would read while the other cores idle."""
-    first, _ = mark(spark, env, None)
-    metaranges = sorted(recorded(env, first, "metaranges", "metarange_id"))
-    namespace = parse_storage_namespace(first.storage_namespace, local_root=str(env.storage_root))
-    reader = MetadataReader(env.server.connection(), REPO, first.storage_namespace, namespace, env.options)
-    cache = RangeCache.for_repository(tmp_path / "state", REPO, buckets=4)
-    read = read_ahead(spark, cache, reader, metaranges, [], 2)
-    assert read["tasks"] == 2 and read["metaranges_read"] == len(metaranges)
-    assert read["ranges_read"] == first.summary["num_ranges"]
-
-
 @pytest.mark.parametrize(
     ("new", "held", "tasks"),
     [
