@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import datetime, timedelta, timezone
 
 import pytest
@@ -9,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from lakefs_gc.errors import ConfigError
-from lakefs_gc.gc.addresses import deletable_key
+from lakefs_gc.gc.addresses import deletable_by_rules, deletable_key
 from lakefs_gc.gc.algebra import ListedObject, mark
 from lakefs_gc.gc.cutoff import compute_cutoff
 
@@ -41,6 +42,24 @@ DAY = timedelta(days=1)
 )
 def test_deletable_keys(key: str, ok: bool) -> None:
     assert deletable_key(key) is ok
+
+
+def test_the_data_object_shortcut_never_changes_an_answer() -> None:
+    """``deletable_key`` settles ``data/<slice>/<object>`` keys with one match before its rules:
+    on every key "data" + up to 7 of the characters that make segments tricky it answers as the
+    rules alone do (the table above checks the answers themselves)."""
+    tails = ("".join(t) for n in range(8) for t in itertools.product("a./\n", repeat=n))
+    checked = 0
+    for key in ("data" + tail for tail in tails):
+        assert deletable_key(key) is deletable_by_rules(key), repr(key)
+        checked += 1
+    assert checked == sum(4**n for n in range(8))
+
+
+@given(st.text(max_size=40))
+def test_the_data_object_shortcut_on_random_text(tail: str) -> None:
+    for key in (tail, "data/" + tail, "data/s/" + tail):
+        assert deletable_key(key) is deletable_by_rules(key), repr(key)
 
 
 keys = st.one_of(

@@ -52,8 +52,8 @@ _log = logging.getLogger(__name__)
 Progress = Callable[[str], None]
 #: At most this many objects per sweep task: progress moves when tasks finish. Not fewer: each
 #: task pays a set-up before its first delete (its client, a listing of ``swept/``), and at
-#: 100,000 a sweep of 1M objects on 2 slots ran 10 tasks in 5 waves (6.17x a sequential loop at
-#: 100 ms per request) where 4 tasks in 2 waves did 6.96x. bench/README.md:
+#: 100,000 a sweep of 1M objects on 2 slots ran 10 tasks in 5 waves (5.41-6.17x a sequential
+#: loop at 100 ms per request) where 4 tasks in 2 waves did 6.28-7.27x. bench/README.md:
 #: "Sweep at 100 ms, task by task, and fewer tasks (2026-11-30)".
 OBJECTS_PER_TASK = 250_000
 
