@@ -15,11 +15,14 @@ import re
 METADATA_PREFIX = "_lakefs/"
 DATA_PREFIX = "data/"
 _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
-#: The shape of nearly every key a GC checks: ``data/<slice>/<object>`` (deeper in sharded
-#: layouts), with no segment empty, ``.`` or ``..``. Every rule of :func:`deletable_key` says yes
-#: to such a key, so one match settles it: 0.2 ms per 1,000 keys against 1.2 ms for the rules,
-#: which the sweep's re-check of every key of every request paid.
-_DATA_OBJECT = re.compile(r"data(?:/(?!\.\.?(?:/|\Z))[^/]+){2,}")
+#: one path segment other than "", "." and ".." (no look-ahead, so that RE2 reads it too)
+SEGMENT_PATTERN = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
+#: ``data/<slice>/<object>``, or deeper (sharded layouts); never ``data/<file>``. The shape of
+#: nearly every key a GC checks: every rule of :func:`deletable_key` says yes to it, so one match
+#: settles it (0.2 ms per 1,000 keys against 1.2 ms for the rules, which the sweep's re-check of
+#: every key of every request paid). The inventory's vectorised rule uses the same pattern.
+DATA_OBJECT_PATTERN = rf"data/{SEGMENT_PATTERN}/{SEGMENT_PATTERN}(?:/{SEGMENT_PATTERN})*"
+_DATA_OBJECT = re.compile(DATA_OBJECT_PATTERN)
 
 
 def deletable_key(key: str) -> bool:

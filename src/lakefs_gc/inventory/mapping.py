@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lakefs_gc.gc.addresses import DATA_OBJECT_PATTERN, SEGMENT_PATTERN
 from lakefs_gc.gc.twins import MD5_ETAG_ENCRYPTION
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -153,12 +154,10 @@ def content_md5s(
 
 # ---- deletable_key, vectorised -----------------------------------------------------------------
 
-#: one path segment other than "", "." and ".." (RE2 has no look-ahead, hence the three branches)
-_SEGMENT = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
 #: data/<slice>/<object>, or deeper (sharded layouts); never data/<file>
-_DATA_KEY = rf"^data/{_SEGMENT}/{_SEGMENT}(?:/{_SEGMENT})*$"
+_DATA_KEY = rf"^{DATA_OBJECT_PATTERN}$"
 #: a legacy object at the namespace root
-_ROOT_KEY = rf"^{_SEGMENT}$"
+_ROOT_KEY = rf"^{SEGMENT_PATTERN}$"
 #: the same pattern as :data:`lakefs_gc.gc.addresses._SCHEME` (a URI, not a relative key)
 _SCHEME_KEY = r"^[A-Za-z][A-Za-z0-9+.-]*:"
 #: root-level names that are lakeFS's own
