@@ -45,7 +45,7 @@ from lakefs_gc.spark.sweep.plan import plan_sweep
 from lakefs_gc.spark.sweep.progress import ProgressMeter
 
 if TYPE_CHECKING:
-    from pyspark.sql import Row, SparkSession
+    from pyspark.sql import DataFrame, Row, SparkSession
 
 _log = logging.getLogger(__name__)
 
@@ -107,7 +107,7 @@ def sweep_run(
     marked = marked_frame(spark, mark, parallelism=parallelism)
     plan = plan_sweep(spark, params, mark, summary, marked, refs=refs, now=clock(), say=say)
     resumed = resume.confirmed(spark, mark, parallelism=parallelism, say=say, read_only=dry_run)
-    pending = resumed.pending(plan.addresses).repartition(partitions)
+    pending = _to_tasks(resumed.pending(plan.addresses), partitions)
     done = spark.sparkContext.accumulator(0)
     running_at_once = max(1, min(partitions, spark.sparkContext.defaultParallelism))
     body = SweepPartition(mark, resumed.tag, params, deleters, running_at_once, done)
@@ -138,6 +138,14 @@ def sweep_run(
         throttled=pace["throttled"], retries=pace["retries"], saved=plan.saved, revalidated=plan.revalidated,
         dry_run=dry_run,
     )  # fmt: skip
+
+
+def _to_tasks(addresses: DataFrame, partitions: int) -> DataFrame:
+    """``addresses`` split into ``partitions`` deleting tasks by the address's hash: on distinct
+    addresses as even as round-robin, and the same split on a stage re-run without the sort
+    round-robin needs for that (1M addresses handed over in 0.9 s instead of 1.2 s, bench/README.md:
+    "Sweep at 100 ms, task by task, and fewer tasks (2026-11-30)")."""
+    return addresses.repartition(partitions, "address")
 
 
 def _totals(rows: list[Row], resumed: resume.Resume | None) -> tuple[dict[str, int], dict[str, int]]:
