@@ -14,7 +14,9 @@ import re
 
 METADATA_PREFIX = "_lakefs/"
 DATA_PREFIX = "data/"
-_SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
+#: a URI's scheme at the start (``s3:``, ``file:``): a URI, not a key relative to the namespace
+SCHEME_PATTERN = r"^[A-Za-z][A-Za-z0-9+.-]*:"
+_SCHEME = re.compile(SCHEME_PATTERN)
 #: one path segment other than "", "." and ".." (no look-ahead, so that RE2 reads it too)
 SEGMENT_PATTERN = r"(?:[^/.][^/]*|\.[^/.][^/]*|\.\.[^/]+)"
 #: ``data/<slice>/<object>``, or deeper (sharded layouts); never ``data/<file>``. The shape of

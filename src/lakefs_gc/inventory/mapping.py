@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lakefs_gc.gc.addresses import DATA_OBJECT_PATTERN, SEGMENT_PATTERN
+from lakefs_gc.gc.addresses import DATA_OBJECT_PATTERN, SCHEME_PATTERN, SEGMENT_PATTERN
 from lakefs_gc.gc.twins import MD5_ETAG_ENCRYPTION
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -158,8 +158,6 @@ def content_md5s(
 _DATA_KEY = rf"^{DATA_OBJECT_PATTERN}$"
 #: a legacy object at the namespace root
 _ROOT_KEY = rf"^{SEGMENT_PATTERN}$"
-#: the same pattern as :data:`lakefs_gc.gc.addresses._SCHEME` (a URI, not a relative key)
-_SCHEME_KEY = r"^[A-Za-z][A-Za-z0-9+.-]*:"
 #: root-level names that are lakeFS's own
 _NOT_ROOT_OBJECTS = ("dummy", "_lakefs")
 _SLASH = ord("/")
@@ -234,7 +232,7 @@ def _deletable_by_pattern(keys: pa.Array | pa.ChunkedArray) -> pa.Array | pa.Chu
     if not pc.any(root).as_py():  # the usual case: every key is in a directory
         return ok
     root = pc.and_(root, pc.match_substring_regex(keys, _ROOT_KEY))
-    root = pc.and_not(root, pc.match_substring_regex(keys, _SCHEME_KEY))
+    root = pc.and_not(root, pc.match_substring_regex(keys, SCHEME_PATTERN))
     for name in _NOT_ROOT_OBJECTS:
         root = pc.and_not(root, pc.equal(keys, name))
     return pc.or_(ok, pc.fill_null(root, False))
