@@ -33,6 +33,21 @@ _SUBPROCESS_JVM = "-XX:TieredStopAtLevel=1"
 os.environ.setdefault("SPARK_SUBMIT_OPTS", _SUBPROCESS_JVM)
 _archive: jvm_archive.ArchiveBuild | None = None
 
+# The test session's own JVM runs thousands of small queries on a few rows each. Its CPU went to
+# compiling them more than to running them: on tests/spark/mark/test_twin_evidence.py, of 170 JVM
+# CPU seconds, 53 were C2 compiling, 13 C1 and 22 G1's collector threads, 24 the tasks. So: C2
+# only for code called 4x as often as by default; the serial collector (a heap of short-lived
+# query objects, no concurrent marking beside 2 busy cores); and no whole-stage code generation
+# (every query's generated Java source compiled by Janino, then by the JIT, for a few rows).
+# 142 JVM CPU seconds on that file instead of 170; the whole suite 1,238.6 s against 1,352-1,409 s
+# (2026-11-30). Only the tests' session: the `lakefs-gc` subprocesses run with Spark's settings
+# (their JVMs with the client JIT and the class archive above).
+_SESSION_JVM = (
+    "-XX:+UseSerialGC -XX:Tier4InvocationThreshold=20000 -XX:Tier4CompileThreshold=40000"
+    " -XX:Tier4MinInvocationThreshold=2400"
+)
+_SESSION_CONF = {"spark.sql.shuffle.partitions": "2", "spark.sql.codegen.wholeStage": "false"}
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """The run's controller (not each xdist worker: they inherit its environment) has the
@@ -110,17 +125,17 @@ def spark() -> Iterator[SparkSession]:
     """The one local Spark session of the test run (start-up costs seconds)."""
     from lakefs_gc.spark.runtime.session import build_session
 
-    # this JVM lives the whole run, where the default JIT pays off: launched without the option
-    # (with it, measured again on 2026-11-30: the whole suite 1,426 s against 1,352 s)
+    # this JVM lives the whole run, where C2 pays off: launched without the subprocesses' option
+    # (with it, measured again on 2026-11-30: the whole suite 1,426 s against 1,352 s), with its own
     opts = os.environ.get("SPARK_SUBMIT_OPTS")
     if opts is not None and opts.startswith(_SUBPROCESS_JVM):
-        os.environ["SPARK_SUBMIT_OPTS"] = opts.removeprefix(_SUBPROCESS_JVM).strip()
+        os.environ["SPARK_SUBMIT_OPTS"] = f"{_SESSION_JVM} {opts.removeprefix(_SUBPROCESS_JVM).strip()}"
     try:
         session = build_session(
             "lakefs-gc-tests",
             environ=os.environ,
             master="local[2]",
-            conf={"spark.sql.shuffle.partitions": "2"},
+            conf=_SESSION_CONF,
         )
     finally:
         if opts is not None:
