@@ -126,7 +126,8 @@ def spark() -> Iterator[SparkSession]:
     from lakefs_gc.spark.runtime.session import build_session
 
     # this JVM lives the whole run, where C2 pays off: launched without the subprocesses' option
-    # (with it, measured again on 2026-11-30: the whole suite 1,426 s against 1,352 s), with its own
+    # (with it, measured again on 2026-11-30: the whole suite 1,426 s against 1,352 s) and with
+    # _SESSION_JVM's options instead
     opts = os.environ.get("SPARK_SUBMIT_OPTS")
     if opts is not None and opts.startswith(_SUBPROCESS_JVM):
         os.environ["SPARK_SUBMIT_OPTS"] = f"{_SESSION_JVM} {opts.removeprefix(_SUBPROCESS_JVM).strip()}"
