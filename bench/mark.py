@@ -55,7 +55,12 @@ QUIET_LOG4J2 = "rootLogger.level = error\nrootLogger.appenderRef.stderr.ref = co
 
 
 def say(message: str) -> None:
-    print(f"[{time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+    now = time.time()
+    print(
+        f"[{time.strftime('%H:%M:%S', time.localtime(now))}.{int(now % 1 * 1000):03d}] {message}",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 # ---- /proc -----------------------------------------------------------------------------------

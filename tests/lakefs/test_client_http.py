@@ -207,7 +207,7 @@ def test_prepare_commits_polls_the_async_task_with_backoff(
     assert export.run_id == "run-c1" and export.task_id == "GCPCtask1"
     assert export.location == f"{NS}/_lakefs/retention/gc/commits/run_id=run-c1/commits.csv"
     assert export.presigned_url == "https://presigned.example/commits.csv"
-    assert poll_clock.sleeps == [0.5, 1, 2, 4, 8, 15, 15, 15]
+    assert poll_clock.sleeps == [0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 6.4, 12.8]
     assert {tuple(r.query["id"]) for r in fake.calls("GET", STATUS)} == {("GCPCtask1",)}
     assert fake.calls("POST", BLOCKING) == []
 

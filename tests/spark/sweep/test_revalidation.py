@@ -9,6 +9,7 @@ read only the ranges the mark did not read, and fail closed when lakeFS fails.
 from __future__ import annotations
 
 import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,6 +25,8 @@ from lakefs_gc.spark.report.layout import METARANGES, RANGES, ReportDir
 from lakefs_gc.spark.report.read import marked_frame, read_report_table, recorded_metaranges
 from lakefs_gc.spark.report.write import METARANGE_BATCH_ROWS, write_metaranges
 from lakefs_gc.spark.sweep.revalidate import Revalidation, revalidate
+from lakefs_gc.sstable import AddressType, Entry
+from lakefs_gc.sstable.catalog import encode_entry
 from lakefs_gc.storage.filesystems import StorageOptions
 from lakefs_gc.storage.locations import parse_storage_namespace
 from lakefs_gc.testing.faults import Fault
@@ -155,6 +158,28 @@ def test_a_branch_from_an_expired_commit_saves_its_objects(
     # only the range the mark did not read: the revived commit's one range (file_1, file_2)
     assert marked.env.server.faults.hits(ranges) == stats["num_ranges_read"] == 1
     assert stats["ranges_recorded_by_mark"] is True and revalidation.summary()["saved"] == 1
+
+
+def test_an_address_staged_since_the_mark_is_saved_by_the_dump_alone(
+    marked: Marked, spark: SparkSession, revalidations: list[Revalidation]
+) -> None:
+    """Nothing committed since the mark, so no metarange or range is read: the fresh uncommitted
+    dump alone must save a marked address that a branch stages again (as lakeFS's StageObject
+    can), and only that one."""
+    name, *others = GARBAGE
+    entry = Entry(
+        address=marked.scenario.relative(name), address_type=AddressType.RELATIVE, size=len(name),
+        etag="", last_modified_ns=time.time_ns(), content_type="application/octet-stream", metadata={},
+    )  # fmt: skip
+    marked.env.server.ctx.store.stage(REPO, "dev", "staged-again", encode_entry(entry))
+    ranges, metaranges = marked.count(RANGE), marked.count(META_RANGE)
+    revalidation = marked.revalidate(spark)
+    revalidations.append(revalidation)
+    assert revalidation.num_saved == 1 and addresses_of(revalidation.saved) == marked.addresses(name)
+    assert addresses_of(revalidation.still_marked) == marked.addresses(*others)
+    assert (marked.env.server.faults.hits(ranges), marked.env.server.faults.hits(metaranges)) == (0, 0)
+    assert revalidation.stats["num_metaranges_read"] == revalidation.stats["num_ranges_read"] == 0
+    assert revalidation.stats["uncommitted_files"] > 0
 
 
 def test_a_mark_without_records_reads_every_range(
