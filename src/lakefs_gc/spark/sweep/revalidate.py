@@ -177,8 +177,7 @@ class _Run:
         file, no metarange to read), without a Spark job: a sweep right after its mark, of a
         repository with nothing staged, then starts deleting about 1.5 s sooner at 1M objects."""
         if not new_metaranges:
-            self.stats.update(num_ranges_read=0, num_ranges_skipped=0)
-            self.say("0 metaranges to read; 0 of their 0 ranges")
+            self._ranges_to_read(0, read=0, seen=0)
             return now.staged.distinct() if self.stats["uncommitted_files"] else None
         ranges = self._new_ranges(now.reader, new_metaranges, now.recorded_ranges)
         committed = range_addresses(now.reader, ranges, parallelism=self.parallelism)
@@ -225,11 +224,12 @@ class _Run:
             new = all_ranges
         else:
             new = self._persist(all_ranges.join(read_ranges.distinct(), "id", "left_anti"))
-        self.stats["num_ranges_read"] = new.count()
-        self.stats["num_ranges_skipped"] = seen - self.stats["num_ranges_read"]
-        read = self.stats["num_ranges_read"]
-        self.say(f"{len(metaranges)} metaranges to read; {read} of their {seen} ranges")
+        self._ranges_to_read(len(metaranges), read=new.count(), seen=seen)
         return new
+
+    def _ranges_to_read(self, metaranges: int, *, read: int, seen: int) -> None:
+        self.stats.update(num_ranges_read=read, num_ranges_skipped=seen - read)
+        self.say(f"{metaranges} metaranges to read; {read} of their {seen} ranges")
 
     def say(self, message: str) -> None:
         self.progress(f"{self.repository}: revalidation: {message}")

@@ -10,9 +10,7 @@ accepted, so a part from a retried or replayed task is never read twice.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
-from types import MappingProxyType
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -44,7 +42,7 @@ class CandidatePartWriter:
 
     ROW_GROUP_ROWS = 128 * 1024
     DICTIONARY_COLUMNS = ("repository", "delivery_id", "snapshot_time")
-    COLUMN_ENCODING: ClassVar[Mapping[str, str]] = MappingProxyType({"etag": "DELTA_LENGTH_BYTE_ARRAY"})
+    DELTA_LENGTH_COLUMNS = ("etag",)
 
     def __init__(self, fs: pafs.FileSystem, path: str) -> None:
         self.fs, self.path = fs, path
@@ -100,7 +98,7 @@ class CandidatePartWriter:
                 write_statistics=False,
                 compression="zstd",
                 compression_level=1,
-                column_encoding=dict(self.COLUMN_ENCODING),
+                column_encoding=dict.fromkeys(self.DELTA_LENGTH_COLUMNS, "DELTA_LENGTH_BYTE_ARRAY"),
             )
         table = pa.concat_tables(self._pending)
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
