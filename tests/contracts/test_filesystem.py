@@ -18,7 +18,7 @@ import pyarrow.fs as pafs
 import pytest
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.storage.filesystems import filesystem_for
+from lakefs_gc.storage.filesystems import file_exists, filesystem_for
 from lakefs_gc.storage.locations import parse_location
 from lakefs_gc.testing.blockstore import NamespaceStore
 from tests.contracts.backends import KEY_LIMIT, KEYS, Backend, payload
@@ -96,6 +96,13 @@ class FilesystemContract:
             fs.open_input_stream(path)
         with pytest.raises(FileNotFoundError):
             fs.delete_file(path)
+
+    def test_file_exists_answers_for_a_file_and_for_a_missing_one(self, backend: Backend, key: str) -> None:
+        """``file_exists`` (one HEAD, where ``get_file_info`` of a missing file also lists): a
+        file written natively exists, a missing one does not."""
+        backend.native.put(key, payload(key))
+        assert file_exists(*self._open(backend, key))
+        assert not file_exists(*self._open(backend, "no/such/_SUCCESS"))
 
     def test_location_uri_parses_back_to_the_same_object(
         self, backend: Backend, key: str, request: pytest.FixtureRequest

@@ -199,6 +199,20 @@ def is_not_found(error: OSError) -> bool:
     return "not found" in message or "does not exist" in message
 
 
+def file_exists(fs: pafs.FileSystem, path: str) -> bool:
+    """Whether the file ``path`` exists: one ``HEAD`` on an object store. ``get_file_info`` asks
+    the same, then lists the path as a directory when it is missing (a second request, which moto
+    answers by scanning the whole bucket: 0.57 s at 1M objects). An error other than "not found"
+    is raised (a ``pyarrow`` ``OSError``), never read as "missing"."""
+    try:
+        with fs.open_input_file(path):
+            return True
+    except OSError as e:
+        if is_not_found(e):
+            return False
+        raise
+
+
 def filesystem_for(location: StorageLocation, options: StorageOptions) -> tuple[pafs.FileSystem, str]:
     """A filesystem able to read ``location`` and the path of ``location`` inside it."""
     if location.kind == "local":

@@ -99,6 +99,11 @@ def partition_id() -> int:
 
 def part_files(report: ReportDir, name: str) -> list[str]:
     """Data files of a report sub-directory (``_``/``.``-prefixed names are markers, not data)."""
+    return [path for path, _ in part_sizes(report, name)]
+
+
+def part_sizes(report: ReportDir, name: str) -> list[tuple[str, int]]:
+    """:func:`part_files` with each file's size in bytes (one listing gives both)."""
     import pyarrow.fs as pafs
 
     fs, base = report.filesystem()
@@ -108,5 +113,7 @@ def part_files(report: ReportDir, name: str) -> list[str]:
     except OSError as e:
         raise StorageError(f"cannot list {report.child(name)}: {e}") from e
     return sorted(
-        i.path for i in infos if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
+        (i.path, int(i.size or 0))
+        for i in infos
+        if i.type == pafs.FileType.File and not i.base_name.startswith(("_", "."))
     )

@@ -36,7 +36,7 @@ from lakefs_gc.spark.report.layout import (
 from lakefs_gc.spark.report.swept import effective_swept
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.frames import task_frame
-from lakefs_gc.storage.filesystems import is_not_found
+from lakefs_gc.storage.filesystems import file_exists, is_not_found
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -63,9 +63,12 @@ def read_summary(report: ReportDir) -> StoredSummary:
     return summary
 
 
-def marked_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame:
-    """The marked addresses (``deleted/``, column ``address``), read on the executors."""
-    files = part_files(report, MARKED)
+def marked_frame(
+    spark: SparkSession, report: ReportDir, *, parallelism: int, files: list[str] | None = None
+) -> DataFrame:
+    """The marked addresses (``deleted/``, column ``address``), read on the executors. ``files``:
+    the parts of ``deleted/`` when the caller listed them already (one listing, not two)."""
+    files = part_files(report, MARKED) if files is None else files
     tasks = task_frame(spark, [(f,) for f in files], "path string", parallelism)
     return tasks.mapInArrow(on_executor(_MarkedPartReader(report)), "address string")
 
@@ -81,19 +84,48 @@ class _MarkedPartReader:
                 yield from read_address_column(fs, path)
 
 
-def read_address_column(fs: pafs.FileSystem, path: str) -> Iterator[pa.RecordBatch]:
+def read_address_column(
+    fs: pafs.FileSystem, path: str, *, slice_of: tuple[int, int] = (0, 1)
+) -> Iterator[pa.RecordBatch]:
+    """The ``address`` column of marked file ``path``; with ``slice_of=(k, n)`` only its slice
+    ``k`` of ``n``: rows ``[k*R//n, (k+1)*R//n)`` of its ``R`` rows, so that ``n`` readers of the
+    same file read each row once, and a reader run again reads the same rows (they depend only on
+    ``R``, from the file's footer). Only the row groups that hold the slice are read."""
+    k, n = slice_of
     try:
         with fs.open_input_file(path) as f:
             parquet = pq.ParquetFile(f)
             names = parquet.schema_arrow.names
             if not names or names[0] != "address":
                 raise MarkReportError(f"marked file {path}: first column is not 'address' (columns {names})")
-            for batch in parquet.iter_batches(columns=["address"], batch_size=65_536):
-                yield pa.RecordBatch.from_arrays([batch.column(0).cast(pa.string())], names=["address"])
+            yield from _rows_of_slice(parquet, k, n)
     except MarkReportError:
         raise
     except (OSError, pa.ArrowException) as e:
         raise StorageError(f"cannot read marked file {path}: {e}") from e
+
+
+def _rows_of_slice(parquet: pq.ParquetFile, k: int, n: int) -> Iterator[pa.RecordBatch]:
+    rows = parquet.metadata.num_rows
+    low, high = k * rows // n, (k + 1) * rows // n
+    groups: list[int] = []  # the row groups that overlap [low, high)
+    first: int | None = None  # the first of them's first row
+    start = 0
+    for i in range(parquet.metadata.num_row_groups):
+        end = start + parquet.metadata.row_group(i).num_rows
+        if start < high and end > low:
+            groups.append(i)
+            first = start if first is None else first
+        start = end
+    if first is None:  # an empty file, or an empty slice
+        return
+    position = first
+    for batch in parquet.iter_batches(columns=["address"], batch_size=65_536, row_groups=groups):
+        lo, hi = max(low - position, 0), min(high - position, batch.num_rows)
+        position += batch.num_rows
+        if hi > lo:
+            column = batch.column(0).slice(lo, hi - lo)
+            yield pa.RecordBatch.from_arrays([column.cast(pa.string())], names=["address"])
 
 
 def recorded_ranges_frame(spark: SparkSession, report: ReportDir, *, parallelism: int) -> DataFrame | None:
@@ -123,14 +155,11 @@ def recorded_metaranges(report: ReportDir) -> frozenset[str] | None:
 
 
 def _is_complete(report: ReportDir, name: str) -> bool:
-    import pyarrow.fs as pafs
-
     fs, base = report.filesystem()
     try:
-        info = fs.get_file_info(f"{base}/{name}/{SUCCESS_MARKER}")
+        return file_exists(fs, f"{base}/{name}/{SUCCESS_MARKER}")
     except OSError as e:
         raise StorageError(f"cannot read {report.child(name)}: {e}") from e
-    return bool(info.type == pafs.FileType.File)
 
 
 class _IdPartReader:

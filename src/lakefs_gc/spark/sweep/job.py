@@ -10,6 +10,9 @@ algorithm::
     counts = pending.mapInArrow(SweepPartition(...))    # delete on the executors, record outcomes
     rewrite_summary(mark, summary + counts)
 
+When nothing is subtracted (no address saved, none confirmed before), the tasks read their slices
+of ``deleted/`` themselves instead of being handed the addresses by a shuffle (:mod:`.slices`).
+
 Each task deletes its share of ``deleted/`` with one deleter from ``deleters`` (S3
 ``DeleteObjects`` ≤ 1000 keys, Azure blob batch ≤ 256, local unlink; every key re-checked) and
 writes the outcome of every key to ``swept/``: ``deleted``, ``missing`` or ``failed`` (with the
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -35,16 +38,18 @@ from lakefs_gc.errors import ConfigError, StorageError
 from lakefs_gc.gc.params import SweepParams
 from lakefs_gc.gc.ports import Clock, DeleterFactory, utc_now
 from lakefs_gc.spark.mark.references import LakeFSRefs
-from lakefs_gc.spark.report.layout import DRY_RUN, SWEPT, ReportDir, part_files
+from lakefs_gc.spark.report.layout import DRY_RUN, MARKED, SWEPT, ReportDir, part_files, part_sizes
 from lakefs_gc.spark.report.read import marked_frame, read_summary
 from lakefs_gc.spark.report.write import rewrite_summary
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure, on_executor
 from lakefs_gc.spark.sweep import resume
 from lakefs_gc.spark.sweep.partition import OUTCOMES, PACE, SweepPartition
-from lakefs_gc.spark.sweep.plan import plan_sweep
+from lakefs_gc.spark.sweep.plan import SweepPlan, plan_sweep
 from lakefs_gc.spark.sweep.progress import ProgressMeter
+from lakefs_gc.spark.sweep.slices import ReadThenSweep, sliced_tasks, split_parts
 
 if TYPE_CHECKING:
+    import pyarrow as pa
     from pyspark.sql import DataFrame, Row, SparkSession
 
 _log = logging.getLogger(__name__)
@@ -104,21 +109,22 @@ def sweep_run(
     partitions = max(parallelism, math.ceil((total or 0) / OBJECTS_PER_TASK))
     doing = "dry run of the sweep of" if dry_run else "sweeping"
     say(f"{repository}: {doing} mark {mark_id} ({total} objects marked)")
-    marked = marked_frame(spark, mark, parallelism=parallelism)
+    parts = part_sizes(mark, MARKED)  # listed once: for the revalidation and the deleting tasks
+    marked = marked_frame(spark, mark, parallelism=parallelism, files=[path for path, _ in parts])
     plan = plan_sweep(spark, params, mark, summary, marked, refs=refs, now=clock(), say=say)
     resumed = resume.confirmed(spark, mark, parallelism=parallelism, say=say, read_only=dry_run)
-    pending = _to_tasks(resumed.pending(plan.addresses), partitions)
     done = spark.sparkContext.accumulator(0)
     running_at_once = max(1, min(partitions, spark.sparkContext.defaultParallelism))
-    body = SweepPartition(mark, resumed.tag, params, deleters, running_at_once, done)
-    body.cutoff = summary.cutoff_time  # re-checked at delete time where stores can
+    sweep = SweepPartition(mark, resumed.tag, params, deleters, running_at_once, done)
+    sweep.cutoff = summary.cutoff_time  # re-checked at delete time where stores can
+    tasks, body = _deleting_tasks(spark, mark, parts, plan, resumed, sweep, partitions)
     if dry_run:
         _clear(mark)
     schema = ", ".join(f"{c} long" for c in (*OUTCOMES, *PACE))
     meter = ProgressMeter(say, repository, total, summary.num_deleted_bytes, done)
     try:
         with meter:
-            rows = pending.mapInArrow(on_executor(body), schema).collect()
+            rows = tasks.mapInArrow(on_executor(body), schema).collect()
     except Exception as e:
         if not is_spark_failure(e):
             raise
@@ -140,12 +146,25 @@ def sweep_run(
     )  # fmt: skip
 
 
-def _to_tasks(addresses: DataFrame, partitions: int) -> DataFrame:
-    """``addresses`` split into ``partitions`` deleting tasks by the address's hash: on distinct
-    addresses as even as round-robin, and the same split on a stage re-run without the sort
-    round-robin needs for that (1M addresses handed over in 0.9 s instead of 1.2 s, bench/README.md:
-    "Sweep at 100 ms, task by task, and fewer tasks (2026-11-30)")."""
-    return addresses.repartition(partitions, "address")
+def _deleting_tasks(
+    spark: SparkSession,
+    mark: ReportDir,
+    parts: list[tuple[str, int]],
+    plan: SweepPlan,
+    resumed: resume.Resume,
+    sweep: SweepPartition,
+    partitions: int,
+) -> tuple[DataFrame, Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]]:
+    """The deleting tasks and their body. When the whole mark is deleted (nothing saved, nothing
+    confirmed before), each task reads its slices of ``deleted/`` itself (:mod:`.slices`: no
+    stage that reads and shuffles every address first). Otherwise the addresses left are split by
+    their hash: on distinct addresses as even as round-robin, and the same split on a stage re-run
+    without the sort round-robin needs for that (1M addresses handed over in 0.9 s instead of
+    1.2 s, bench/README.md: "Sweep at 100 ms, task by task, and fewer tasks (2026-11-30)")."""
+    if plan.whole_mark and resumed.addresses is None:
+        groups = split_parts(parts, partitions)
+        return sliced_tasks(spark, groups), ReadThenSweep(mark, groups, sweep)
+    return resumed.pending(plan.addresses).repartition(partitions, "address"), sweep
 
 
 def _totals(rows: list[Row], resumed: resume.Resume | None) -> tuple[dict[str, int], dict[str, int]]:

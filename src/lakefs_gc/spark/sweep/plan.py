@@ -51,6 +51,12 @@ class SweepPlan:
     revalidation: dict[str, Any]
     _release: Callable[[], None] = field(default=lambda: None)
 
+    @property
+    def whole_mark(self) -> bool:
+        """``addresses`` is all of ``deleted/``: nothing was subtracted (the revalidation, when
+        on, saved nothing), so the deleting tasks may read ``deleted/`` as it is."""
+        return self.saved == 0
+
     def release(self) -> None:
         self._release()
 
