@@ -34,7 +34,7 @@ objects, 1M garbage, "collected in about 3 hours on a cluster". This run, on loc
 5. **sweep** (``--sweep-objects``, default: the garbage count): that many objects deleted from a
    moto S3 server that adds ``--s3-latency-ms`` (default 100) to each ``DeleteObjects``: by a
    single-threaded loop of 1,000-key requests and by the sweep job (bench/mark.py's sweep
-   benchmark).
+   benchmark; moto answers listings from an index, at about S3's cost, since 2026-12-01).
 
 Aims (issue 17): the whole GC under 30 minutes on 2 cores; driver RSS at 20M within 10% of at 1M;
 the incremental cycle at most 10% of the first; our mark within 2x of the decode + DuckDB floor.
