@@ -97,12 +97,15 @@ class FilesystemContract:
         with pytest.raises(FileNotFoundError):
             fs.delete_file(path)
 
-    def test_file_exists_answers_for_a_file_and_for_a_missing_one(self, backend: Backend, key: str) -> None:
+    def test_file_exists_answers_as_get_file_info_does(self, backend: Backend, key: str) -> None:
         """``file_exists`` (one HEAD, where ``get_file_info`` of a missing file also lists): a
-        file written natively exists, a missing one does not."""
+        file written natively exists; a missing one does not, nor does a directory above a file
+        (``get_file_info``'s answer, which it takes over for anything but a file or nothing)."""
         backend.native.put(key, payload(key))
         assert file_exists(*self._open(backend, key))
         assert not file_exists(*self._open(backend, "no/such/_SUCCESS"))
+        backend.native.put("dir/inside", payload("dir/inside"))
+        assert not file_exists(*self._open(backend, "dir"))
 
     def test_location_uri_parses_back_to_the_same_object(
         self, backend: Backend, key: str, request: pytest.FixtureRequest

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
+from lakefs_gc.storage.filesystems import StorageOptions, file_exists, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation, parse_location, uri_scheme
 from lakefs_gc.storage.writes import open_output, replace_local_file
 
@@ -84,11 +84,9 @@ class StoreDirectory:
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
 
     def exists(self, relative: str) -> bool:
-        import pyarrow.fs as pafs
-
         fs, base = self.filesystem()
         try:
-            return bool(fs.get_file_info(f"{base}/{relative}").type == pafs.FileType.File)
+            return file_exists(fs, f"{base}/{relative}")
         except OSError as e:
             raise StorageError(f"cannot look at {self.uri(relative)}: {e}") from e
 

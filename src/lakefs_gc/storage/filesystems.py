@@ -200,17 +200,21 @@ def is_not_found(error: OSError) -> bool:
 
 
 def file_exists(fs: pafs.FileSystem, path: str) -> bool:
-    """Whether the file ``path`` exists: one ``HEAD`` on an object store. ``get_file_info`` asks
-    the same, then lists the path as a directory when it is missing (a second request, which moto
-    answers by scanning the whole bucket: 0.57 s at 1M objects). An error other than "not found"
-    is raised (a ``pyarrow`` ``OSError``), never read as "missing"."""
+    """Whether ``path`` is a file: ``get_file_info(path).type == File``, in one ``HEAD`` on an
+    object store where the file is there or missing. ``get_file_info`` of a missing file also
+    lists the path as a directory (a second request each time a marker or record is looked for
+    and is not there yet; moto answers it by scanning the whole bucket, 0.57 s at 1M objects).
+    Anything else (a directory, an error) is asked of ``get_file_info``, so the answer is its
+    answer, and an error is raised (a ``pyarrow`` ``OSError``), never read as "missing"."""
+    import pyarrow.fs as pafs
+
     try:
         with fs.open_input_file(path):
             return True
     except OSError as e:
         if is_not_found(e):
             return False
-        raise
+    return bool(fs.get_file_info(path).type == pafs.FileType.File)
 
 
 def filesystem_for(location: StorageLocation, options: StorageOptions) -> tuple[pafs.FileSystem, str]:

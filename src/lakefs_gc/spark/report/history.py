@@ -20,7 +20,7 @@ from lakefs_gc.gc.reports import REPORTS_PREFIX, StoredSummary, parse_summary
 from lakefs_gc.spark.report.layout import MARKED, SUCCESS_MARKER, SUMMARY, SWEPT, ReportDir, part_files
 from lakefs_gc.spark.report.read import read_address_column, read_summary
 from lakefs_gc.spark.report.swept import effective_swept
-from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for, is_not_found
+from lakefs_gc.storage.filesystems import StorageOptions, file_exists, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
@@ -72,7 +72,7 @@ def mark_records(report: ReportDir, addresses: Set[str]) -> dict[str, MarkRecord
         if a in addresses
     }
     try:
-        finished = fs.get_file_info(f"{base}/{SWEPT}/{SUCCESS_MARKER}").type == pafs.FileType.File
+        finished = file_exists(fs, f"{base}/{SWEPT}/{SUCCESS_MARKER}")
     except OSError as e:
         raise StorageError(f"cannot read {report.child(SWEPT)}: {e}") from e
     return {

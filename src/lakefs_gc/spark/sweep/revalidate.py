@@ -51,6 +51,7 @@ from lakefs_gc.spark.mark.references import (
 from lakefs_gc.spark.report.layout import ReportDir
 from lakefs_gc.spark.report.read import recorded_metaranges, recorded_ranges_frame
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure
+from lakefs_gc.spark.runtime.frames import local_frame
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -157,7 +158,7 @@ class _Run:
         addresses = marked.select(F.col("address").cast("string").alias("address"))
         referenced = self._referenced(now, new_metaranges)
         if referenced is None:  # nothing staged, no range the mark did not read: nothing to save
-            saved, num_saved = self.spark.createDataFrame([], "address string"), 0
+            saved, num_saved = local_frame(self.spark, [], "address string"), 0
         else:
             saved = self._persist(addresses.join(referenced, "address", "left_semi").distinct())
             num_saved = saved.count()  # reads the new ranges, once

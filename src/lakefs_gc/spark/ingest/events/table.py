@@ -45,6 +45,7 @@ from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.checkpoints import CheckpointRoot
+from lakefs_gc.storage.filesystems import file_exists
 from lakefs_gc.storage.writes import open_output, write_whole
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ class EventTableSink:
 
     def _recorded(self, batch_id: int) -> bool:
         fs, _, record = self._record_path(batch_id)
-        if fs.get_file_info(record).type == pafs.FileType.File:
+        if file_exists(fs, record):
             log.info(
                 "%s: batch %d was already recorded in %s; skipping its replay", self.source, batch_id, record
             )

@@ -36,6 +36,7 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
+from lakefs_gc.storage.filesystems import file_exists
 from lakefs_gc.storage.locations import StorageLocation
 from lakefs_gc.storage.writes import open_output
 
@@ -92,7 +93,7 @@ class CandidateTableSink:
         name = f"{self.ingest_id}-{batch_id:08d}"
         fs, base = self.table.filesystem()
         record = f"{base}/{RECORDS}/{name}.json"
-        if fs.get_file_info(record).type == pafs.FileType.File:
+        if file_exists(fs, record):
             self.say(f"batch {batch_id} was already recorded in {record}; skipping its replay")
             return
         deliveries = _deliveries(df.collect(), name, base)  # one status row per data file
