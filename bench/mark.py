@@ -321,13 +321,19 @@ def serve_moto(latency_ms: int, listings: str = "indexed") -> int:
     backend = s3_backends[DEFAULT_ACCOUNT_ID]["global"]
     lock = threading.Lock()  # moto's S3 backend is not thread-safe (a listing racing deletes fails)
 
+    gets = {"requests": 0, "bytes": 0}  # what GETs served (bench/inventory.py --store s3)
+
     def served(environ: dict[str, Any], start_response: Any) -> Any:
         if environ["REQUEST_METHOD"] == "POST" and "delete" in environ.get("QUERY_STRING", ""):
             time.sleep(latency_ms / 1000)  # outside the lock: concurrent requests overlap, as on S3
             with lock:
                 return lean_delete_objects(backend, environ, start_response)
         with lock:
-            return list(app(environ, start_response))
+            body = list(app(environ, start_response))
+            if environ["REQUEST_METHOD"] == "GET":
+                gets["requests"] += 1
+                gets["bytes"] += sum(map(len, body))
+            return body
 
     server = make_server("127.0.0.1", 0, served, threaded=True, request_handler=MotoRequestHandler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
@@ -336,12 +342,15 @@ def serve_moto(latency_ms: int, listings: str = "indexed") -> int:
     print(json.dumps({"endpoint": endpoint, "pid": os.getpid()}), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
-        bucket = command["bucket"]
+        bucket = command.get("bucket", "")
         if command["op"] == "seed":
             with lock:
                 for key in bench_keys(command["prefix"], command["n"]):
                     backend.put_object(bucket, key, b"0123456789abcdef")
             print(json.dumps({"seeded": command["n"]}), flush=True)
+        elif command["op"] == "gets":
+            with lock:
+                print(json.dumps(gets), flush=True)
         elif command["op"] == "count":
             with lock:
                 count = sum(1 for k in backend.get_bucket(bucket).keys if k.startswith(command["prefix"]))

@@ -11,15 +11,19 @@ URL syntax inside a key), non-ASCII, and a name of exactly 1 KiB (the S3 and Azu
 
 from __future__ import annotations
 
+import hashlib
 import posixpath
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 
 import pyarrow.fs as pafs
 import pytest
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.storage import reads
 from lakefs_gc.storage.filesystems import file_exists, filesystem_for
 from lakefs_gc.storage.locations import parse_location
+from lakefs_gc.storage.reads import read_once
 from lakefs_gc.testing.blockstore import NamespaceStore
 from tests.contracts.backends import KEY_LIMIT, KEYS, Backend, payload
 
@@ -106,6 +110,35 @@ class FilesystemContract:
         assert not file_exists(*self._open(backend, "no/such/_SUCCESS"))
         backend.native.put("dir/inside", payload("dir/inside"))
         assert not file_exists(*self._open(backend, "dir"))
+
+    def test_read_once_gives_the_bytes_and_their_md5_and_leaves_no_copy(
+        self, backend: Backend, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``read_once``: the object's bytes where the caller parses them, their MD5 over reads
+        smaller than the object; a copy (object stores) lives in Spark's local directory only
+        inside the context, also when the caller fails there."""
+        scratch = tmp_path / "spark-local"
+        scratch.mkdir()
+        monkeypatch.setenv("SPARK_LOCAL_DIRS", f"{scratch},{tmp_path / 'second'}")
+        monkeypatch.setattr(reads, "READ_CHUNK", 7)
+        data = payload(key) * 5
+        backend.native.put(key, data)
+        fs, path = self._open(backend, key)
+        with read_once(fs, path) as read:
+            with read.fs.open_input_file(read.path) as f:
+                assert f.read() == data
+            assert read.md5 == hashlib.md5(data).hexdigest()
+            copies = 0 if isinstance(fs, pafs.LocalFileSystem) else 1  # a local file is read in place
+            assert len(list(scratch.iterdir())) == copies
+        assert list(scratch.iterdir()) == []
+        with pytest.raises(ValueError, match="the caller's"), read_once(*self._open(backend, key)):
+            raise ValueError("the caller's")
+        assert list(scratch.iterdir()) == []
+
+    def test_read_once_of_a_missing_object_names_it(self, backend: Backend) -> None:
+        fs, path = self._open(backend, "no/such/object")
+        with pytest.raises(StorageError, match="no/such/object: cannot read"), read_once(fs, path):
+            pass
 
     def test_location_uri_parses_back_to_the_same_object(
         self, backend: Backend, key: str, request: pytest.FixtureRequest

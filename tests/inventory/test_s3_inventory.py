@@ -380,6 +380,34 @@ def test_round_trip_on_moto(moto: MotoServer, s3_bucket: str, fmt: FileFormat) -
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
+def test_a_data_file_is_read_from_the_store_once_and_parsed_as_verified(
+    moto: MotoServer, s3_bucket: str, fmt: FileFormat
+) -> None:
+    """The MD5 is checked on the bytes that are parsed, fetched once: an object replaced after
+    that one read (here: right before any second read would open it) changes nothing."""
+    from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+    from lakefs_gc.storage.locations import parse_location
+    from tests.support.filesystems import CountedReads
+    from tests.support.object_stores import s3_options
+
+    s3, root = filesystem_for(parse_location(f"s3://{s3_bucket}"), StorageOptions(s3=s3_options(moto)))
+    manifest = write_delivery(s3, f"{root}/inv", "src", "cfg", SNAPSHOT, rows(TRICKY_KEYS), format=fmt)
+    other = write_delivery(s3, f"{root}/other", "src", "cfg", SNAPSHOT, rows(["data/other"]), format=fmt)
+    [replacement] = load_manifest(s3, other).files
+    delivery = load_manifest(s3, manifest)
+
+    def replace_before_a_second_read(path: str, n: int) -> None:
+        if n == 2:
+            s3.copy_file(replacement.path, path)
+
+    counted = CountedReads(s3, replace_before_a_second_read)
+    read = read_all(counted.filesystem(), delivery)
+
+    assert read.sort_by("size").equals(rows(TRICKY_KEYS))
+    assert dict(counted.opens) == {delivery.files[0].path: 1}
+
+
+@pytest.mark.parametrize("fmt", FORMATS)
 def test_empty_inventory_reads_as_no_rows(tmp_path: Path, fmt: FileFormat) -> None:
     fs = pafs.LocalFileSystem()
     write(tmp_path, fmt, table=INVENTORY_SCHEMA.empty_table())

@@ -7,8 +7,8 @@ key that is not a delete marker: the rows are the objects that exist now.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
-import hashlib
 from collections.abc import Iterator
 from typing import Any
 from urllib.parse import unquote_plus
@@ -20,54 +20,59 @@ import pyarrow.fs as pafs
 import pyarrow.orc as pa_orc
 import pyarrow.parquet as pq
 
+from lakefs_gc.errors import StorageError
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, InventoryError
 from lakefs_gc.inventory.s3.columns import norm, selected
+from lakefs_gc.storage.reads import read_once
 
-_READ_CHUNK = 8 * 1024 * 1024
 #: CSV bytes per parsed batch: about 60K rows of a typical inventory, as many as a Parquet batch
 #: (pyarrow's 1 MiB default gives 7K-row batches, and every later step pays per batch)
 _CSV_BLOCK = 8 * 1024 * 1024
 
 
-def _verify_md5(fs: pafs.FileSystem, data_file: DataFile) -> None:
-    if data_file.md5 is None:
-        return
-    digest = hashlib.md5()
-    try:
-        with fs.open_input_stream(data_file.path, compression=None) as f:
-            while chunk := f.read(_READ_CHUNK):
-                digest.update(chunk)
-    except (OSError, pa.ArrowException) as e:
-        raise InventoryError(f"{data_file.path}: cannot read: {e}") from e
-    if digest.hexdigest() != data_file.md5:
-        raise InventoryError(
-            f"{data_file.path}: MD5 {digest.hexdigest()} does not match manifest {data_file.md5}"
-        )
-
-
 def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:
     """Yield the file's current, non-delete-marker rows in :data:`INVENTORY_SCHEMA`.
 
-    The MD5 is verified in a first streaming pass, before any row is yielded, so a corrupt file
-    never contributes a partial listing.
+    The MD5 is verified before any row is yielded, so a corrupt file never contributes a partial
+    listing. The file is read from the store once (:func:`~lakefs_gc.storage.reads.read_once`):
+    the bytes parsed are the bytes verified.
     """
-    _verify_md5(fs, data_file)
-    if data_file.format == "csv":
-        batches = _csv_batches(fs, delivery, data_file)
-    elif data_file.format in ("parquet", "orc"):
-        batches = _columnar_batches(fs, delivery, data_file)
-    else:
-        raise InventoryError(f"{data_file.path}: unknown format {data_file.format!r}")
-    for batch in batches:
-        if batch.num_rows:
-            yield batch
+    with _verified(fs, data_file) as (source_fs, source_path):
+        if data_file.format == "csv":
+            batches = _csv_batches(source_fs, source_path, delivery, data_file)
+        elif data_file.format in ("parquet", "orc"):
+            batches = _columnar_batches(source_fs, source_path, delivery, data_file)
+        else:
+            raise InventoryError(f"{data_file.path}: unknown format {data_file.format!r}")
+        for batch in batches:
+            if batch.num_rows:
+                yield batch
+
+
+@contextlib.contextmanager
+def _verified(fs: pafs.FileSystem, data_file: DataFile) -> Iterator[tuple[pafs.FileSystem, str]]:
+    """Where to parse ``data_file`` from, once its bytes match the manifest's MD5."""
+    if data_file.md5 is None:  # nothing to verify: the parser reads the store directly
+        yield fs, data_file.path
+        return
+    try:
+        with read_once(fs, data_file.path) as read:
+            if read.md5 != data_file.md5:
+                raise InventoryError(
+                    f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}"
+                )
+            yield read.fs, read.path
+    except StorageError as e:
+        raise InventoryError(str(e)) from e
 
 
 # --------------------------------------------------------------------------------------------
 # CSV
 
 
-def _csv_batches(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:
+def _csv_batches(
+    fs: pafs.FileSystem, path: str, delivery: Delivery, data_file: DataFile
+) -> Iterator[pa.RecordBatch]:
     sel = selected(delivery.columns)
     options = (
         pa_csv.ReadOptions(column_names=list(delivery.columns), block_size=_CSV_BLOCK),
@@ -79,7 +84,7 @@ def _csv_batches(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -
     )
     row = 0
     try:
-        with fs.open_input_stream(data_file.path, compression="gzip") as stream:
+        with fs.open_input_stream(path, compression="gzip") as stream:
             try:
                 reader = pa_csv.open_csv(stream, *options)
             except pa.ArrowInvalid as e:
@@ -180,10 +185,10 @@ def _finish(cols: dict[str, Any], path: str) -> pa.RecordBatch:
 
 
 def _columnar_batches(
-    fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile
+    fs: pafs.FileSystem, path: str, delivery: Delivery, data_file: DataFile
 ) -> Iterator[pa.RecordBatch]:
     try:
-        with fs.open_input_file(data_file.path) as f:
+        with fs.open_input_file(path) as f:
             if data_file.format == "parquet":
                 pf = pq.ParquetFile(f)
                 names = pf.schema_arrow.names

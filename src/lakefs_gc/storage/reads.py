@@ -1,0 +1,92 @@
+"""Reading a file from any store ``pyarrow.fs`` reaches once, with its MD5, to parse it after.
+
+A reader that must check a file against a published checksum before it trusts any of its bytes
+(an S3 Inventory data file against its manifest's MD5) used to read it twice from the store: a
+streamed pass to hash it, then the parser's reads. :func:`read_once` reads it once. A file on an
+object store is copied to a local scratch file while it is hashed, and the caller parses that
+copy, so:
+
+* the store serves the file's bytes once, not twice (for a gzipped CSV, twice the whole file; for
+  Parquet, the selected columns a second time);
+* the bytes parsed are the bytes hashed, even if the object is replaced between the two reads.
+
+Scratch files go under Spark's local directories (``SPARK_LOCAL_DIRS``, which Spark sets for its
+Python workers), else the system's temporary directory, and are removed on leaving the context,
+error or not: disk, not memory, holds the copy, however large the file. A local file is hashed
+where it lies and parsed from there (no copy).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.fs as pafs
+
+from lakefs_gc.errors import StorageError
+
+#: bytes per read from the store (and per hash update)
+READ_CHUNK = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HashedFile:
+    """Where to parse a file's bytes (``fs``, ``path``), and their MD5 (hex)."""
+
+    fs: pafs.FileSystem
+    path: str
+    md5: str
+
+
+def scratch_directory() -> str:
+    """The first of Spark's local directories for this process, else the temporary directory."""
+    spark_dirs = [d for d in os.environ.get("SPARK_LOCAL_DIRS", "").split(",") if d]
+    return spark_dirs[0] if spark_dirs else tempfile.gettempdir()
+
+
+@contextlib.contextmanager
+def read_once(fs: pafs.FileSystem, path: str) -> Iterator[HashedFile]:
+    """``path``'s bytes, read from ``fs`` once, and their MD5; a :class:`StorageError` naming
+    ``path`` if it cannot be read."""
+    if isinstance(fs, pafs.LocalFileSystem):
+        yield HashedFile(fs, path, _hashed(fs, path, None))
+        return
+    fd, local = tempfile.mkstemp(prefix="lakefs-gc-read-", suffix=".tmp", dir=scratch_directory())
+    try:
+        with os.fdopen(fd, "wb") as copy:
+
+            def keep(chunk: bytes) -> None:
+                try:
+                    copy.write(chunk)
+                except OSError as e:
+                    raise _ScratchError(f"{path}: cannot copy to the scratch file {local}: {e}") from e
+
+            md5 = _hashed(fs, path, keep)
+        yield HashedFile(pafs.LocalFileSystem(), local, md5)
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(local)
+
+
+class _ScratchError(StorageError):
+    """The local copy failed (a full disk): not the store's error, so not worded as one."""
+
+
+def _hashed(fs: pafs.FileSystem, path: str, also: Callable[[bytes], None] | None) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    try:
+        with fs.open_input_stream(path, compression=None) as f:
+            while chunk := f.read(READ_CHUNK):
+                digest.update(chunk)
+                if also is not None:
+                    also(chunk)
+    except _ScratchError:
+        raise
+    except (OSError, pa.ArrowException) as e:
+        raise StorageError(f"{path}: cannot read: {e}") from e
+    return digest.hexdigest()
