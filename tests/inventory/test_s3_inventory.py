@@ -407,6 +407,26 @@ def test_a_data_file_is_read_from_the_store_once_and_parsed_as_verified(
     assert dict(counted.opens) == {delivery.files[0].path: 1}
 
 
+def test_a_worker_without_scratch_space_fails_without_rejecting_the_delivery(
+    moto: MotoServer, s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Where the copy cannot go is this worker's fault, not the file's: the error says so and is
+    not an InventoryError (which would drop a good delivery); Spark retries the task."""
+    from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+    from lakefs_gc.storage.locations import parse_location
+    from lakefs_gc.storage.reads import ScratchSpaceError
+    from tests.support.object_stores import s3_options
+
+    s3, root = filesystem_for(parse_location(f"s3://{s3_bucket}"), StorageOptions(s3=s3_options(moto)))
+    delivery = load_manifest(s3, write_delivery(s3, f"{root}/inv", "src", "cfg", SNAPSHOT, rows(["data/a"])))
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "gone"))
+
+    with pytest.raises(ScratchSpaceError, match=r"cannot create a scratch file in .*gone") as raised:
+        read_all(s3, delivery)
+    assert not isinstance(raised.value, InventoryError)
+    assert str(raised.value).startswith(delivery.files[0].path + ":")
+
+
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_empty_inventory_reads_as_no_rows(tmp_path: Path, fmt: FileFormat) -> None:
     fs = pafs.LocalFileSystem()

@@ -22,7 +22,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -32,6 +32,11 @@ from lakefs_gc.errors import StorageError
 
 #: bytes per read from the store (and per hash update)
 READ_CHUNK = 8 * 1024 * 1024
+
+
+class ScratchSpaceError(StorageError):
+    """This process's local disk could not hold the copy (full, or the directory is missing):
+    a fault of where the work runs, not of the file, so callers must not judge the file by it."""
 
 
 @dataclass(frozen=True)
@@ -52,41 +57,36 @@ def scratch_directory() -> str:
 @contextlib.contextmanager
 def read_once(fs: pafs.FileSystem, path: str) -> Iterator[HashedFile]:
     """``path``'s bytes, read from ``fs`` once, and their MD5; a :class:`StorageError` naming
-    ``path`` if it cannot be read."""
+    ``path`` if it cannot be read (:class:`ScratchSpaceError` if it cannot be copied)."""
+    digest = hashlib.md5(usedforsecurity=False)
     if isinstance(fs, pafs.LocalFileSystem):
-        yield HashedFile(fs, path, _hashed(fs, path, None))
+        for chunk in _chunks(fs, path):
+            digest.update(chunk)
+        yield HashedFile(fs, path, digest.hexdigest())
         return
-    fd, local = tempfile.mkstemp(prefix="lakefs-gc-read-", suffix=".tmp", dir=scratch_directory())
+    directory = scratch_directory()
     try:
-        with os.fdopen(fd, "wb") as copy:
-
-            def keep(chunk: bytes) -> None:
-                try:
+        fd, local = tempfile.mkstemp(prefix="lakefs-gc-read-", suffix=".tmp", dir=directory)
+    except OSError as e:
+        raise ScratchSpaceError(f"{path}: cannot create a scratch file in {directory}: {e}") from e
+    try:
+        try:
+            with os.fdopen(fd, "wb") as copy:
+                for chunk in _chunks(fs, path):  # the store's errors are raised in there, as StorageError
+                    digest.update(chunk)
                     copy.write(chunk)
-                except OSError as e:
-                    raise _ScratchError(f"{path}: cannot copy to the scratch file {local}: {e}") from e
-
-            md5 = _hashed(fs, path, keep)
-        yield HashedFile(pafs.LocalFileSystem(), local, md5)
+        except OSError as e:  # the copy's own writes (and their flush on close)
+            raise ScratchSpaceError(f"{path}: cannot copy to the scratch file {local}: {e}") from e
+        yield HashedFile(pafs.LocalFileSystem(), local, digest.hexdigest())
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(local)
 
 
-class _ScratchError(StorageError):
-    """The local copy failed (a full disk): not the store's error, so not worded as one."""
-
-
-def _hashed(fs: pafs.FileSystem, path: str, also: Callable[[bytes], None] | None) -> str:
-    digest = hashlib.md5(usedforsecurity=False)
+def _chunks(fs: pafs.FileSystem, path: str) -> Iterator[bytes]:
     try:
         with fs.open_input_stream(path, compression=None) as f:
             while chunk := f.read(READ_CHUNK):
-                digest.update(chunk)
-                if also is not None:
-                    also(chunk)
-    except _ScratchError:
-        raise
+                yield chunk
     except (OSError, pa.ArrowException) as e:
         raise StorageError(f"{path}: cannot read: {e}") from e
-    return digest.hexdigest()

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from lakefs_gc.errors import StorageError
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, InventoryError
 from lakefs_gc.inventory.s3.columns import norm, selected
-from lakefs_gc.storage.reads import read_once
+from lakefs_gc.storage.reads import ScratchSpaceError, read_once
 
 #: CSV bytes per parsed batch: about 60K rows of a typical inventory, as many as a Parquet batch
 #: (pyarrow's 1 MiB default gives 7K-row batches, and every later step pays per batch)
@@ -62,6 +62,8 @@ def _verified(fs: pafs.FileSystem, data_file: DataFile) -> Iterator[tuple[pafs.F
                     f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}"
                 )
             yield read.fs, read.path
+    except ScratchSpaceError:
+        raise  # this worker's disk, not the delivery: the task fails and is retried, nothing is rejected
     except StorageError as e:
         raise InventoryError(str(e)) from e
 
