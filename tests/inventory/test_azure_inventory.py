@@ -191,3 +191,21 @@ def test_round_trip_on_azurite(azurite: AzuriteServer, azure_container: str, fmt
     assert (found.pending, found.rejected) == ([], [])
     [delivery] = found.complete
     assert read_all(fs, delivery).equals(rows().sort_by([("key", "ascending")]))
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_each_data_file_is_read_from_the_store_once(
+    azurite: AzuriteServer, azure_container: str, fmt: str
+) -> None:
+    """One download per data file, in large reads, parsed from its local copy (a CSV was opened
+    twice before: for its header, then for its rows, 1 MiB per request)."""
+    from tests.support.filesystems import CountedReads
+
+    location = parse_location(f"https://devstoreaccount1.blob.core.windows.net/{azure_container}/once")
+    azure, dest = filesystem_for(location, StorageOptions(azure=azure_options(azurite)))
+    write_delivery(azure, dest, "gcrule", T0, rows(), format=fmt, rows_per_file=4)  # type: ignore[arg-type]
+    [delivery] = discover(azure, dest).complete
+    counted = CountedReads(azure)
+
+    assert read_all(counted.filesystem(), delivery).equals(rows().sort_by([("key", "ascending")]))
+    assert dict(counted.opens) == {f.path: 1 for f in delivery.files}

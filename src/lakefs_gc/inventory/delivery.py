@@ -8,6 +8,8 @@ inventory never reads as "these objects do not exist").
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal
@@ -15,7 +17,8 @@ from typing import Literal
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from lakefs_gc.errors import ExitCode, GcError
+from lakefs_gc.errors import ExitCode, GcError, StorageError
+from lakefs_gc.storage.reads import FetchedFile, ScratchSpaceError, read_once
 
 Flavour = Literal["s3", "azure"]
 FileFormat = Literal["csv", "parquet", "orc"]
@@ -94,3 +97,23 @@ def check_data_files(fs: pafs.FileSystem, delivery: Delivery) -> None:
                 f"{data_file.path}: size {info.size} differs from {data_file.size} "
                 f"in {delivery.manifest_path}"
             )
+
+
+@contextlib.contextmanager
+def fetched(fs: pafs.FileSystem, data_file: DataFile) -> Iterator[FetchedFile]:
+    """``data_file`` read from the store once (:func:`~lakefs_gc.storage.reads.read_once`), its
+    MD5 checked against the manifest's when it has one; what to parse is the result's ``fs`` and
+    ``path``. The store's errors and a wrong MD5 are the delivery's (:class:`InventoryError`);
+    a worker's disk that cannot hold the copy is not (:class:`ScratchSpaceError`: the task fails
+    and Spark retries it, and a good delivery is not rejected for it)."""
+    try:
+        with read_once(fs, data_file.path, md5=data_file.md5 is not None) as read:
+            if data_file.md5 is not None and read.md5 != data_file.md5:
+                raise InventoryError(
+                    f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}"
+                )
+            yield read
+    except ScratchSpaceError:
+        raise
+    except StorageError as e:
+        raise InventoryError(str(e)) from e

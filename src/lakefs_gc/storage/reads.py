@@ -1,4 +1,4 @@
-"""Reading a file from any store ``pyarrow.fs`` reaches once, with its MD5, to parse it after.
+"""Reading a file from any store ``pyarrow.fs`` reaches once (with its MD5), to parse it after.
 
 A reader that must check a file against a published checksum before it trusts any of its bytes
 (an S3 Inventory data file against its manifest's MD5) used to read it twice from the store: a
@@ -8,7 +8,12 @@ copy, so:
 
 * the store serves the file's bytes once, not twice (for a gzipped CSV, twice the whole file; for
   Parquet, the selected columns a second time);
-* the bytes parsed are the bytes hashed, even if the object is replaced between the two reads.
+* the bytes parsed are the bytes hashed, even if the object is replaced between the two reads;
+* the file comes in large reads: a parser reading a stream asks for little at a time (64 KiB
+  through a gzip stream, 1 MiB for a plain CSV), which on an object store is a GET each.
+
+Readers without a checksum to verify (Azure's inventories publish none) use it for the last
+point alone (``md5=False``).
 
 Scratch files go under Spark's local directories (``SPARK_LOCAL_DIRS``, which Spark sets for its
 Python workers), else the system's temporary directory, and are removed on leaving the context,
@@ -40,12 +45,12 @@ class ScratchSpaceError(StorageError):
 
 
 @dataclass(frozen=True)
-class HashedFile:
-    """Where to parse a file's bytes (``fs``, ``path``), and their MD5 (hex)."""
+class FetchedFile:
+    """Where to parse a file's bytes (``fs``, ``path``), and their MD5 (hex; None: not asked for)."""
 
     fs: pafs.FileSystem
     path: str
-    md5: str
+    md5: str | None
 
 
 def scratch_directory() -> str:
@@ -55,14 +60,15 @@ def scratch_directory() -> str:
 
 
 @contextlib.contextmanager
-def read_once(fs: pafs.FileSystem, path: str) -> Iterator[HashedFile]:
-    """``path``'s bytes, read from ``fs`` once, and their MD5; a :class:`StorageError` naming
-    ``path`` if it cannot be read (:class:`ScratchSpaceError` if it cannot be copied)."""
-    digest = hashlib.md5(usedforsecurity=False)
+def read_once(fs: pafs.FileSystem, path: str, *, md5: bool = True) -> Iterator[FetchedFile]:
+    """``path``'s bytes, read from ``fs`` once, and their MD5 if ``md5``; a :class:`StorageError`
+    naming ``path`` if it cannot be read (:class:`ScratchSpaceError` if it cannot be copied)."""
+    digest = hashlib.md5(usedforsecurity=False) if md5 else None
     if isinstance(fs, pafs.LocalFileSystem):
-        for chunk in _chunks(fs, path):
-            digest.update(chunk)
-        yield HashedFile(fs, path, digest.hexdigest())
+        if digest is not None:
+            for chunk in _chunks(fs, path):
+                digest.update(chunk)
+        yield FetchedFile(fs, path, digest.hexdigest() if digest else None)
         return
     directory = scratch_directory()
     try:
@@ -73,11 +79,12 @@ def read_once(fs: pafs.FileSystem, path: str) -> Iterator[HashedFile]:
         try:
             with os.fdopen(fd, "wb") as copy:
                 for chunk in _chunks(fs, path):  # the store's errors are raised in there, as StorageError
-                    digest.update(chunk)
+                    if digest is not None:
+                        digest.update(chunk)
                     copy.write(chunk)
         except OSError as e:  # the copy's own writes (and their flush on close)
             raise ScratchSpaceError(f"{path}: cannot copy to the scratch file {local}: {e}") from e
-        yield HashedFile(pafs.LocalFileSystem(), local, digest.hexdigest())
+        yield FetchedFile(pafs.LocalFileSystem(), local, digest.hexdigest() if digest else None)
     finally:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(local)

@@ -31,6 +31,7 @@ from lakefs_gc.inventory.delivery import (
     Delivery,
     InventoryError,
     check_data_files,
+    fetched,
 )
 
 
@@ -52,7 +53,8 @@ def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile)
     memory for that. Deduplicate across files of a delivery downstream.
     """
     try:
-        table = _read_raw(fs, data_file)
+        with fetched(fs, data_file) as source:  # one download in large reads (no MD5 to check)
+            table = _read_raw(source.fs, source.path, data_file)
     except (pa.ArrowInvalid, OSError) as e:
         raise InventoryError(f"{data_file.path}: cannot read {data_file.format}: {e}") from e
     _check_columns(delivery, data_file, table.column_names)
@@ -61,12 +63,13 @@ def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile)
     yield from _dedupe(out).to_batches()
 
 
-def _read_raw(fs: pafs.FileSystem, data_file: DataFile) -> pa.Table:
+def _read_raw(fs: pafs.FileSystem, path: str, data_file: DataFile) -> pa.Table:
+    """``data_file``'s table, read from ``path`` on ``fs`` (its local copy, or itself)."""
     if data_file.format == "parquet":
-        with fs.open_input_file(data_file.path) as f:
+        with fs.open_input_file(path) as f:
             return pq.read_table(f)
-    header = _csv_header(fs, data_file.path)
-    with fs.open_input_stream(data_file.path) as f:
+    header = _csv_header(fs, path, name=data_file.path)
+    with fs.open_input_stream(path) as f:
         return pacsv.read_csv(
             f,
             read_options=pacsv.ReadOptions(use_threads=True),
@@ -76,13 +79,14 @@ def _read_raw(fs: pafs.FileSystem, data_file: DataFile) -> pa.Table:
         )
 
 
-def _csv_header(fs: pafs.FileSystem, path: str) -> list[str]:
+def _csv_header(fs: pafs.FileSystem, path: str, *, name: str | None = None) -> list[str]:
+    """The CSV's column names; errors name the file as ``name`` (default: ``path``)."""
     try:
         with fs.open_input_stream(path) as f:
             reader = pacsv.open_csv(f, read_options=pacsv.ReadOptions(block_size=1 << 20))
             return list(reader.schema.names)
     except (pa.ArrowInvalid, OSError) as e:
-        raise InventoryError(f"{path}: cannot read the CSV header: {e}") from e
+        raise InventoryError(f"{name or path}: cannot read the CSV header: {e}") from e
 
 
 def _check_columns(delivery: Delivery, data_file: DataFile, names: Sequence[str]) -> None:

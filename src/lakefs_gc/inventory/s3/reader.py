@@ -7,7 +7,6 @@ key that is not a delete marker: the rows are the objects that exist now.
 
 from __future__ import annotations
 
-import contextlib
 import gzip
 from collections.abc import Iterator
 from typing import Any
@@ -20,10 +19,8 @@ import pyarrow.fs as pafs
 import pyarrow.orc as pa_orc
 import pyarrow.parquet as pq
 
-from lakefs_gc.errors import StorageError
-from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, InventoryError
+from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA, DataFile, Delivery, InventoryError, fetched
 from lakefs_gc.inventory.s3.columns import norm, selected
-from lakefs_gc.storage.reads import ScratchSpaceError, read_once
 
 #: CSV bytes per parsed batch: about 60K rows of a typical inventory, as many as a Parquet batch
 #: (pyarrow's 1 MiB default gives 7K-row batches, and every later step pays per batch)
@@ -37,35 +34,16 @@ def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile)
     listing. The file is read from the store once (:func:`~lakefs_gc.storage.reads.read_once`):
     the bytes parsed are the bytes verified.
     """
-    with _verified(fs, data_file) as (source_fs, source_path):
+    with fetched(fs, data_file) as source:
         if data_file.format == "csv":
-            batches = _csv_batches(source_fs, source_path, delivery, data_file)
+            batches = _csv_batches(source.fs, source.path, delivery, data_file)
         elif data_file.format in ("parquet", "orc"):
-            batches = _columnar_batches(source_fs, source_path, delivery, data_file)
+            batches = _columnar_batches(source.fs, source.path, delivery, data_file)
         else:
             raise InventoryError(f"{data_file.path}: unknown format {data_file.format!r}")
         for batch in batches:
             if batch.num_rows:
                 yield batch
-
-
-@contextlib.contextmanager
-def _verified(fs: pafs.FileSystem, data_file: DataFile) -> Iterator[tuple[pafs.FileSystem, str]]:
-    """Where to parse ``data_file`` from, once its bytes match the manifest's MD5."""
-    if data_file.md5 is None:  # nothing to verify: the parser reads the store directly
-        yield fs, data_file.path
-        return
-    try:
-        with read_once(fs, data_file.path) as read:
-            if read.md5 != data_file.md5:
-                raise InventoryError(
-                    f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}"
-                )
-            yield read.fs, read.path
-    except ScratchSpaceError:
-        raise  # this worker's disk, not the delivery: the task fails and is retried, nothing is rejected
-    except StorageError as e:
-        raise InventoryError(str(e)) from e
 
 
 # --------------------------------------------------------------------------------------------
