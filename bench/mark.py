@@ -197,8 +197,9 @@ def test_server(storage_root: Path, state_dir: Path | None, s3_endpoint: str | N
     return child(argv, env)
 
 
-def moto(latency_ms: int, listings: str = "indexed") -> Any:
-    serve = ["--serve-moto", "--s3-latency-ms", str(latency_ms), "--moto-listings", listings]
+def moto(latency_ms: int, listings: str = "indexed", read_latency_ms: int = 0) -> Any:
+    serve = ["--serve-moto", "--s3-latency-ms", str(latency_ms), "--moto-listings", listings,
+             "--s3-read-latency-ms", str(read_latency_ms)]  # fmt: skip
     return child([sys.executable, str(HERE), *serve])
 
 
@@ -293,11 +294,13 @@ def index_listings() -> None:
     S3Backend.list_objects = list_objects  # type: ignore[method-assign]
 
 
-def serve_moto(latency_ms: int, listings: str = "indexed") -> int:
+def serve_moto(latency_ms: int, listings: str = "indexed", read_latency_ms: int = 0) -> int:
     """Child mode: moto's S3 (as :func:`tests.support.servers.moto_server` runs it), plus
 
     * an optional delay before answering each ``DeleteObjects``, as a stand-in for the network
       and service time of a real S3, and a lean ``DeleteObjects`` (:func:`lean_delete_objects`);
+    * an optional delay before answering each ``GET`` and ``HEAD`` (``bench/ranges_s3.py``: S3's
+      time to a first byte);
     * a command channel on stdin that fills buckets without HTTP (moto answers about 200 PUTs/s
       on this machine; its backend takes about 10K/s directly).
     """
@@ -328,6 +331,8 @@ def serve_moto(latency_ms: int, listings: str = "indexed") -> int:
             time.sleep(latency_ms / 1000)  # outside the lock: concurrent requests overlap, as on S3
             with lock:
                 return lean_delete_objects(backend, environ, start_response)
+        if read_latency_ms and environ["REQUEST_METHOD"] in ("GET", "HEAD"):
+            time.sleep(read_latency_ms / 1000)  # outside the lock, as the deletes' delay
         with lock:
             body = list(app(environ, start_response))
             if environ["REQUEST_METHOD"] == "GET":
@@ -862,9 +867,10 @@ def main() -> int:
                         help="synthetic repositories are kept here and reused")  # fmt: skip
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     parser.add_argument("--serve-moto", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--s3-read-latency-ms", type=int, default=0, help=argparse.SUPPRESS)  # the child's
     args = parser.parse_args()
     if args.serve_moto:
-        return serve_moto(args.s3_latency_ms, args.moto_listings)
+        return serve_moto(args.s3_latency_ms, args.moto_listings, args.s3_read_latency_ms)
     spec = Spec(args.objects, args.commits, args.branches,
                 args.objects // 10 if args.uncommitted is None else args.uncommitted,
                 args.objects // 10 if args.garbage is None else args.garbage)  # fmt: skip

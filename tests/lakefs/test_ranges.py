@@ -6,6 +6,7 @@ import io
 import re
 import shutil
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.fs as pafs
 import pytest
@@ -22,6 +23,9 @@ from lakefs_gc.lakefs.ranges import (
 from lakefs_gc.sstable import AddressType, Entry, SSTableReader, TableWriter, write_metarange, write_range
 from lakefs_gc.sstable.graveler import marshal_value
 from lakefs_gc.storage.locations import parse_storage_namespace
+
+if TYPE_CHECKING:
+    from tests.support.servers import MotoServer
 
 FIXTURE_RANGE_ID = "a83af763ba098c15369d9d6d723731eb9ce18b8dfac4f88c6f1287e772393d0e"
 FS = pafs.LocalFileSystem()
@@ -79,6 +83,44 @@ def test_local_namespace_end_to_end_on_fixtures(tmp_path: Path, lakefs_sstables:
         "b0c968736d8f42a2b1c6284835f08226",
         "fdf87fcf9ec849f98514ddb7e041ad56",
     }
+
+
+def test_a_namespace_on_s3_reads_each_table_in_one_download(
+    moto: MotoServer, s3_bucket: str, lakefs_sstables: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """lakeFS's tables on S3 give what they give locally, each fetched whole in large reads (the
+    decoder reads a block at a time: in place on S3, a GET per block, about 1,300 for lakeFS's
+    1.7 MiB range here), and no scratch copy outlives its reading; a missing range is still an
+    ExportError naming it."""
+    from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+    from lakefs_gc.storage.locations import parse_location
+    from tests.support.filesystems import CountedReads
+    from tests.support.object_stores import s3_options
+
+    monkeypatch.setenv("SPARK_LOCAL_DIRS", str(tmp_path / "spark-local"))
+    (tmp_path / "spark-local").mkdir()
+    root = namespace_with_fixtures(tmp_path, lakefs_sstables)
+    shutil.copy(lakefs_sstables / "56569996.sst", root / "repo1" / "_lakefs" / "big-range")
+    s3, _ = filesystem_for(parse_location(f"s3://{s3_bucket}"), StorageOptions(s3=s3_options(moto)))
+    pafs.copy_files(
+        str(root / "repo1"), f"{s3_bucket}/repo1", source_filesystem=FS, destination_filesystem=s3
+    )
+    local_ns = parse_storage_namespace("local://repo1", local_root=str(root))
+    ns = parse_storage_namespace(f"s3://{s3_bucket}/repo1")
+    counted = CountedReads(s3)
+    fs = counted.filesystem()
+
+    assert range_ids_of_metaranges(fs, ns, ["mr-fixture"]) == {FIXTURE_RANGE_ID}
+    for range_id in (FIXTURE_RANGE_ID, "big-range"):
+        raw = f"s3://{s3_bucket}/repo1"
+        assert committed_addresses(fs, ns, raw, [range_id]) == committed_addresses(
+            FS, local_ns, raw, [range_id]
+        )
+    big = ns.join("_lakefs/big-range").fs_path
+    assert (counted.opens[big], counted.reads[big]) == (1, 2)  # 1.7 MiB in one 8 MiB read, then the end
+    assert list((tmp_path / "spark-local").iterdir()) == []
+    with pytest.raises(ExportError, match=r"repo1/_lakefs/deadbeef does not exist"):
+        committed_addresses(fs, ns, f"s3://{s3_bucket}/repo1", ["deadbeef"])
 
 
 def test_written_ranges_normalise_and_deduplicate(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ import json
 import os
 import sys
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -22,8 +22,9 @@ from lakefs_gc.sstable import SSTableReader, iter_metarange, iter_range_entries,
 from lakefs_gc.sstable.catalog import format_rfc3339_ns
 from lakefs_gc.sstable.graveler import METARANGES, RANGES
 from lakefs_gc.sstable.reader import decode_numeric_property
-from lakefs_gc.storage.filesystems import filesystem_for, is_not_found
+from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
+from lakefs_gc.storage.reads import ObjectNotFound, fetched_file
 
 DUMP_EPILOG = """\
 output:
@@ -90,14 +91,14 @@ def _open_table(args: argparse.Namespace) -> Iterator[SSTableReader]:
     storage = storage_settings_from_args(args, dict(os.environ)).storage
     location = parse_location(args.file, local_root=storage.local_root)
     fs, path = filesystem_for(location, storage)
-    try:
-        source = fs.open_input_file(path)
-    except OSError as e:
-        if is_not_found(e):
+    with ExitStack() as stack:
+        try:  # fetched whole (one download), not a request per data block
+            source = stack.enter_context(fetched_file(fs, path))
+        except ObjectNotFound as e:
             raise StorageError(f"{args.file}: no such object") from e
-        raise StorageError(f"{args.file}: cannot open: {e}") from e
-    with source, SSTableReader(source, name=args.file) as reader:
-        yield reader
+        except StorageError as e:
+            raise StorageError(f"{args.file}: cannot open: {e.__cause__ or e}") from e
+        yield stack.enter_context(SSTableReader(source, name=args.file))
 
 
 def _usage(parser: argparse.ArgumentParser) -> int:

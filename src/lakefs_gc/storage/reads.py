@@ -34,9 +34,14 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakefs_gc.errors import StorageError
+from lakefs_gc.storage.filesystems import is_not_found
 
 #: bytes per read from the store (and per hash update)
 READ_CHUNK = 8 * 1024 * 1024
+
+
+class ObjectNotFound(StorageError):
+    """The file is not in the store."""
 
 
 class ScratchSpaceError(StorageError):
@@ -90,10 +95,29 @@ def read_once(fs: pafs.FileSystem, path: str, *, md5: bool = True) -> Iterator[F
             os.unlink(local)
 
 
+@contextlib.contextmanager
+def fetched_file(fs: pafs.FileSystem, path: str) -> Iterator[pa.NativeFile]:
+    """``path`` open for random access where reads are cheap: in place on a local disk, else its
+    local copy (:func:`read_once`). For decoders that read a little at a time (an SSTable's data
+    blocks), where reading an object store in place would cost a request per read."""
+    with read_once(fs, path, md5=False) as local:
+        try:
+            opened = local.fs.open_input_file(local.path)
+        except OSError as e:
+            raise _read_error(path, e) from e
+        with opened:
+            yield opened
+
+
 def _chunks(fs: pafs.FileSystem, path: str) -> Iterator[bytes]:
     try:
         with fs.open_input_stream(path, compression=None) as f:
             while chunk := f.read(READ_CHUNK):
                 yield chunk
     except (OSError, pa.ArrowException) as e:
-        raise StorageError(f"{path}: cannot read: {e}") from e
+        raise _read_error(path, e) from e
+
+
+def _read_error(path: str, e: Exception) -> StorageError:
+    missing = isinstance(e, OSError) and is_not_found(e)
+    return (ObjectNotFound if missing else StorageError)(f"{path}: cannot read: {e}")
