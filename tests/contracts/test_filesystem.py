@@ -23,7 +23,7 @@ from lakefs_gc.errors import StorageError
 from lakefs_gc.storage import reads
 from lakefs_gc.storage.filesystems import file_exists, filesystem_for
 from lakefs_gc.storage.locations import parse_location
-from lakefs_gc.storage.reads import read_once
+from lakefs_gc.storage.reads import ObjectNotFound, fetched_file, read_once
 from lakefs_gc.testing.blockstore import NamespaceStore
 from tests.contracts.backends import KEY_LIMIT, KEYS, Backend, payload
 
@@ -137,8 +137,24 @@ class FilesystemContract:
 
     def test_read_once_of_a_missing_object_names_it(self, backend: Backend) -> None:
         fs, path = self._open(backend, "no/such/object")
-        with pytest.raises(StorageError, match="no/such/object: cannot read"), read_once(fs, path):
+        with pytest.raises(ObjectNotFound, match="no/such/object: cannot read"), read_once(fs, path):
             pass
+        with pytest.raises(ObjectNotFound, match="no/such/object: cannot read"), fetched_file(fs, path):
+            pass
+
+    def test_fetched_file_reads_at_any_offset(
+        self, backend: Backend, key: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    ) -> None:
+        """``fetched_file`` (how SSTables are opened): random access to the object's bytes."""
+        scratch = tmp_path / "spark-local"
+        scratch.mkdir()
+        monkeypatch.setenv("SPARK_LOCAL_DIRS", str(scratch))
+        data = payload(key) * 3
+        backend.native.put(key, data)
+        with fetched_file(*self._open(backend, key)) as f:
+            read = (f.size(), f.read_at(5, 3), f.read_at(len(data) - 2, 2))
+        assert read == (len(data), data[3:8], data[2:])
+        assert list(scratch.iterdir()) == []
 
     def test_location_uri_parses_back_to_the_same_object(
         self, backend: Backend, key: str, request: pytest.FixtureRequest
