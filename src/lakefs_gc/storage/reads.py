@@ -13,7 +13,9 @@ copy, so:
   through a gzip stream, 1 MiB for a plain CSV), which on an object store is a GET each.
 
 Readers without a checksum to verify (Azure's inventories publish none) use it for the last
-point alone (``md5=False``).
+point alone (``md5=False``), and so does :func:`fetched_file`, which opens the copy for random
+access: for decoders that read a little at a time (lakeFS's SSTables, a few-KiB block per read),
+where reading an object store in place would be a request per read.
 
 Scratch files go under Spark's local directories (``SPARK_LOCAL_DIRS``, which Spark sets for its
 Python workers), else the system's temporary directory, and are removed on leaving the context,
