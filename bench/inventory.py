@@ -413,30 +413,28 @@ def upload_delivery(base: Path, s3_endpoint: str) -> None:
                     destination_filesystem=s3, use_threads=True)  # fmt: skip
 
 
-class BatchTimes:
-    """A streaming query listener keeping each micro-batch's ``triggerExecution`` (ms): what a
-    running query (the service's) spends per delivery, without the query's start and stop."""
+def batch_times() -> Any:
+    """A streaming query listener whose ``ms`` keeps each micro-batch's ``triggerExecution``:
+    what a running query (the service's) spends per delivery, without the query's start and stop."""
+    from pyspark.sql.streaming.listener import StreamingQueryListener
 
-    def __new__(cls) -> Any:
-        from pyspark.sql.streaming import StreamingQueryListener
+    class BatchTimes(StreamingQueryListener):
+        def __init__(self) -> None:
+            self.ms: list[int] = []
 
-        class Listener(StreamingQueryListener):
-            def __init__(self) -> None:
-                self.ms: list[int] = []
+        def onQueryStarted(self, event: Any) -> None:
+            pass
 
-            def onQueryStarted(self, event: Any) -> None:
-                pass
+        def onQueryProgress(self, event: Any) -> None:
+            self.ms.append(int(event.progress.durationMs.get("triggerExecution", 0)))
 
-            def onQueryProgress(self, event: Any) -> None:
-                self.ms.append(int(event.progress.durationMs.get("triggerExecution", 0)))
+        def onQueryIdle(self, event: Any) -> None:
+            pass
 
-            def onQueryIdle(self, event: Any) -> None:
-                pass
+        def onQueryTerminated(self, event: Any) -> None:
+            pass
 
-            def onQueryTerminated(self, event: Any) -> None:
-                pass
-
-        return Listener()
+    return BatchTimes()
 
 
 def spark_ingest(spark: Any, source: Any, info: dict[str, Any], run_dir: Path) -> dict[str, Any]:
@@ -449,7 +447,7 @@ def spark_ingest(spark: Any, source: Any, info: dict[str, Any], run_dir: Path) -
     from lakefs_gc.storage.locations import parse_location
 
     table = CandidateTable(parse_location(str(run_dir / "candidates")), StorageOptions())
-    batches = BatchTimes()
+    batches = batch_times()
     spark.streams.addListener(batches)
     try:
         result, out = measured(spark, lambda: ingest_available(
