@@ -294,37 +294,41 @@ def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, An
     }  # fmt: skip
 
 
-def _pipeline_file(job: tuple[Any, int, str]) -> tuple[int, int]:
-    """One data file through the executor-side work, in a pool process: (rows, candidates)."""
-    from lakefs_gc.inventory.discovery import read_rows
-    from lakefs_gc.inventory.mapping import route_rows
-    from lakefs_gc.spark.ingest.inventory.parts import CandidatePartWriter, part_path
+def _pipeline_file(job: tuple[Any, Any, int]) -> int:
+    """One data file through the source's own executor work (``read_partition``: verify, parse,
+    route, write the part), in a pool process; its candidates."""
+    from lakefs_gc.spark.ingest.inventory.source import FilePartition, read_partition
 
-    delivery, i, scratch = job
-    fs, where, rows = _local_fs(), routes(), 0
-    writer = CandidatePartWriter(fs, part_path(scratch, 0, i))
-    for batch in read_rows(fs, delivery, delivery.files[i]):
-        rows += batch.num_rows
-        writer.write(route_rows(batch, where, delivery_id=delivery.id, snapshot_time=delivery.snapshot_time))
-    writer.close()
-    return rows, writer.rows
+    config, entry, i = job
+    [status] = list(read_partition(config, FilePartition(entry, i)))
+    [row] = status.to_pylist()
+    if row["error"]:
+        raise RuntimeError(row["error"])
+    return sum(json.loads(row["repositories"]).values())
 
 
-def parallel_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, Any]:
+def parallel_pipeline(base: Path, delivery: Any, info: dict[str, Any], scratch: Path) -> dict[str, Any]:
     """The same work, one data file per task on a pool of one process per core, no Spark: what
     any ingest that verifies, routes and writes every file in parallel needs at the least."""
     import multiprocessing
+    from dataclasses import replace
 
-    jobs = [(delivery, i, str(scratch)) for i in range(len(delivery.files))]
+    from lakefs_gc.inventory.delivery_log import LogEntry
+    from lakefs_gc.storage.locations import parse_location
+
+    config = replace(source_config(base), parts=parse_location(str(scratch)))
+    entry = LogEntry(0, delivery.id, delivery)
+    jobs = [(config, entry, i) for i in range(len(delivery.files))]
     processes = os.cpu_count() or 1
     with multiprocessing.get_context("spawn").Pool(processes) as pool:
         pool.map(_pipeline_file, jobs[:processes], chunksize=1)  # start and import, as Spark's workers are
         start = time.perf_counter()
-        done = pool.map(_pipeline_file, jobs, chunksize=1)
+        candidates = sum(pool.map(_pipeline_file, jobs, chunksize=1))
         seconds = time.perf_counter() - start
     shutil.rmtree(scratch, ignore_errors=True)
-    rows, candidates = sum(d[0] for d in done), sum(d[1] for d in done)
-    return {"processes": processes, "rows": rows, "candidates": candidates, "ok": candidates == expected,
+    rows = info["rows"]
+    return {"processes": processes, "rows": rows, "candidates": candidates,
+            "ok": candidates == sum(info["expected"].values()),
             "seconds": round(seconds, 2), "rows_per_s": round(rows / seconds)}  # fmt: skip
 
 
@@ -580,7 +584,8 @@ def main() -> int:
             say(f"{fmt}: the Python pipeline without Spark")
             scratch = workdir / "runs" / "pipeline"
             r["pipeline"] = python_pipeline(delivery, sum(info["expected"].values()), scratch)
-            r["pipeline_parallel"] = parallel_pipeline(delivery, sum(info["expected"].values()), scratch)
+            base = delivery_dir(workdir, args.rows, args.rows_per_file, fmt)
+            r["pipeline_parallel"] = parallel_pipeline(base, delivery, info, scratch)
     result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
     print_report(result)
     if args.json:

@@ -24,7 +24,7 @@ from lakefs_gc.sstable.graveler import METARANGES, RANGES
 from lakefs_gc.sstable.reader import decode_numeric_property
 from lakefs_gc.storage.filesystems import filesystem_for
 from lakefs_gc.storage.locations import parse_location, uri_scheme
-from lakefs_gc.storage.reads import ObjectNotFound, fetched_file
+from lakefs_gc.storage.reads import ObjectNotFound, ScratchSpaceError, fetched_file
 
 DUMP_EPILOG = """\
 output:
@@ -96,6 +96,8 @@ def _open_table(args: argparse.Namespace) -> Iterator[SSTableReader]:
             source = stack.enter_context(fetched_file(fs, path))
         except ObjectNotFound as e:
             raise StorageError(f"{args.file}: no such object") from e
+        except ScratchSpaceError:
+            raise  # names the object and the local directory that could not hold it
         except StorageError as e:
             raise StorageError(f"{args.file}: cannot open: {e.__cause__ or e}") from e
         yield stack.enter_context(SSTableReader(source, name=args.file))

@@ -106,14 +106,13 @@ def fetched(fs: pafs.FileSystem, data_file: DataFile) -> Iterator[FetchedFile]:
     ``path``. The store's errors and a wrong MD5 are the delivery's (:class:`InventoryError`);
     a worker's disk that cannot hold the copy is not (:class:`ScratchSpaceError`: the task fails
     and Spark retries it, and a good delivery is not rejected for it)."""
-    try:
-        with read_once(fs, data_file.path, md5=data_file.md5 is not None) as read:
-            if data_file.md5 is not None and read.md5 != data_file.md5:
-                raise InventoryError(
-                    f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}"
-                )
-            yield read
-    except ScratchSpaceError:
-        raise
-    except StorageError as e:
-        raise InventoryError(str(e)) from e
+    with contextlib.ExitStack() as stack:
+        try:  # the reading only: what the caller's parse raises is not translated
+            read = stack.enter_context(read_once(fs, data_file.path, md5=data_file.md5 is not None))
+        except ScratchSpaceError:
+            raise
+        except StorageError as e:
+            raise InventoryError(str(e)) from e
+        if data_file.md5 is not None and read.md5 != data_file.md5:
+            raise InventoryError(f"{data_file.path}: MD5 {read.md5} does not match manifest {data_file.md5}")
+        yield read
