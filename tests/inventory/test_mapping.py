@@ -13,7 +13,7 @@ from lakefs_gc.gc import twins
 from lakefs_gc.gc.addresses import deletable_key
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
 from lakefs_gc.inventory.mapping import (
-    CANDIDATE_SCHEMA,
+    ROUTED_SCHEMA,
     NamespaceRoute,
     content_md5s,
     deletable_keys,
@@ -107,7 +107,7 @@ def test_rows_routed_from_record_batches_and_many_chunks() -> None:
             zip(out.column("repository").to_pylist(), out.column("address").to_pylist(), strict=True)
         )
         assert got == [("a", "data/s/1"), ("a", "data/s/3"), ("b", "data/s/2")]
-        assert out.schema == CANDIDATE_SCHEMA
+        assert out.schema == ROUTED_SCHEMA
 
 
 def test_one_bucket_and_prefixes_of_any_character() -> None:

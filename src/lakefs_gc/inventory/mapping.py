@@ -36,6 +36,22 @@ CANDIDATE_SCHEMA = pa.schema(
     ]
 )
 
+#: the candidate columns that hold one value per route and delivery
+CONSTANT_COLUMNS = ("repository", "delivery_id", "snapshot_time")
+
+#: what :func:`route_rows` gives: CANDIDATE_SCHEMA with :data:`CONSTANT_COLUMNS` dictionary-encoded.
+#: Each is then one value and a zero index per row, where a plain column copied the value into every
+#: row (a delivery id is a whole manifest path: 16 ms per 700,000 rows for the repository's name
+#: alone), and a part's writer stores them as the dictionaries they already are instead of hashing
+#: every row to find one. Readers of a part see plain columns either way. Measured in bench/README.md,
+#: "`inventory.py`: the constant columns as dictionaries (2026-12-01)".
+ROUTED_SCHEMA = pa.schema(
+    [
+        f.with_type(pa.dictionary(pa.int32(), f.type)) if f.name in CONSTANT_COLUMNS else f
+        for f in CANDIDATE_SCHEMA
+    ]
+)
+
 
 @dataclass(frozen=True)
 class NamespaceRoute:
@@ -58,7 +74,7 @@ def route_rows(
     delivery_id: str,
     snapshot_time: datetime,
 ) -> pa.Table:
-    """``rows`` (INVENTORY_SCHEMA) as candidates (CANDIDATE_SCHEMA) of the routed repositories.
+    """``rows`` (INVENTORY_SCHEMA) as candidates (ROUTED_SCHEMA) of the routed repositories.
 
     Vectorised: a handful of Arrow kernels per route, no Python per row (an inventory has
     millions of rows per data file). The bucket test runs once per container, and not at all
@@ -92,7 +108,7 @@ def route_rows(
         if not pc.all(keep).as_py():
             rows_of_route, addresses = rows_of_route.filter(keep), addresses.filter(keep)
         parts.append(_candidates(table, rows_of_route, addresses, route, delivery_id, snapshot_time))
-    return pa.concat_tables(parts) if parts else CANDIDATE_SCHEMA.empty_table()
+    return pa.concat_tables(parts) if parts else ROUTED_SCHEMA.empty_table()
 
 
 def _in_container(buckets: pa.ChunkedArray, container: str) -> pa.ChunkedArray | None:
@@ -120,20 +136,23 @@ def _candidates(
     delivery_id: str,
     snapshot_time: datetime,
 ) -> pa.Table:
-    n = len(rows)
-    snapshot = pa.array([snapshot_time], CANDIDATE_SCHEMA.field("snapshot_time").type)[0]
+    zeros = pa.array(np.zeros(len(rows), np.int32))
+
+    def constant(name: str, value: object) -> pa.DictionaryArray:
+        return pa.DictionaryArray.from_arrays(zeros, pa.array([value], CANDIDATE_SCHEMA.field(name).type))
+
     return pa.table(
         {
-            "repository": pa.repeat(pa.scalar(route.repository, pa.string()), n),
+            "repository": constant("repository", route.repository),
             "address": addresses,
             "size": table.column("size").take(rows),
             "last_modified": table.column("last_modified").take(rows),
             "etag": table.column("etag").take(rows),
-            "delivery_id": pa.repeat(pa.scalar(delivery_id, pa.string()), n),
-            "snapshot_time": pa.repeat(snapshot, n),
+            "delivery_id": constant("delivery_id", delivery_id),
+            "snapshot_time": constant("snapshot_time", snapshot_time),
             "encryption": table.column("encryption").take(rows),
         },
-        schema=CANDIDATE_SCHEMA,
+        schema=ROUTED_SCHEMA,
     )
 
 

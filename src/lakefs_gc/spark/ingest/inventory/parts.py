@@ -13,10 +13,11 @@ import uuid
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
-from lakefs_gc.inventory.mapping import CANDIDATE_SCHEMA
+from lakefs_gc.inventory.mapping import CONSTANT_COLUMNS, ROUTED_SCHEMA
 from lakefs_gc.storage.writes import open_output
 
 
@@ -29,8 +30,9 @@ class CandidatePartWriter:
     """Gathers routed candidate batches into large row groups and counts them per repository.
 
     Row groups of about :data:`ROW_GROUP_ROWS` rows: a parquet write per small batch costs twice
-    the time and makes a file of tiny row groups. The constant columns get a dictionary, the
-    others (unique per row) do not. No column statistics: parts are only ever read whole, and
+    the time and makes a file of tiny row groups. The constant columns arrive as dictionaries
+    (:data:`~lakefs_gc.inventory.mapping.ROUTED_SCHEMA`) and are stored as they are; the others
+    (unique per row) get none. No column statistics: parts are only ever read whole, and
     min/max of every string cost about 14 % of the write. Zstandard at level 1 costs about 15 %
     more CPU than Snappy and makes parts 42 % smaller (less to store and to read back from an
     object store); together, a part costs the CPU a Snappy part with statistics did
@@ -41,7 +43,6 @@ class CandidatePartWriter:
     """
 
     ROW_GROUP_ROWS = 128 * 1024
-    DICTIONARY_COLUMNS = ("repository", "delivery_id", "snapshot_time")
     DELTA_LENGTH_COLUMNS = ("etag",)
 
     def __init__(self, fs: pafs.FileSystem, path: str) -> None:
@@ -55,9 +56,11 @@ class CandidatePartWriter:
     def write(self, candidates: pa.Table) -> None:
         if candidates.num_rows == 0:
             return
-        for row in candidates.group_by(["repository"]).aggregate([([], "count_all")]).to_pylist():
-            self.counts[row["repository"]] = self.counts.get(row["repository"], 0) + int(row["count_all"])
-        self._pending.append(candidates.select(CANDIDATE_SCHEMA.names).cast(CANDIDATE_SCHEMA))
+        candidates = _routed(candidates)
+        for chunk in candidates.column("repository").chunks:
+            for row in pc.value_counts(chunk).to_pylist():  # a routed chunk: one value, no hashing
+                self.counts[row["values"]] = self.counts.get(row["values"], 0) + row["counts"]
+        self._pending.append(candidates)
         self._buffered += candidates.num_rows
         if self._buffered >= self.ROW_GROUP_ROWS:
             self._flush()
@@ -90,16 +93,29 @@ class CandidatePartWriter:
             return
         if self._writer is None:
             self._stream = open_output(self.fs, self.path)
-            dictionary = list(self.DICTIONARY_COLUMNS)
             self._writer = pq.ParquetWriter(
                 self._stream,
-                CANDIDATE_SCHEMA,
-                use_dictionary=dictionary,
+                ROUTED_SCHEMA,
+                store_schema=False,  # read back as CANDIDATE_SCHEMA's plain columns, not dictionaries
+                use_dictionary=list(CONSTANT_COLUMNS),
                 write_statistics=False,
                 compression="zstd",
                 compression_level=1,
                 column_encoding=dict.fromkeys(self.DELTA_LENGTH_COLUMNS, "DELTA_LENGTH_BYTE_ARRAY"),
             )
-        table = pa.concat_tables(self._pending)
+        # one dictionary per column for the row group: a writer given a chunk with another
+        # dictionary than the last falls back to hashing every row of it
+        table = pa.concat_tables(self._pending).unify_dictionaries()
         self._writer.write_table(table, row_group_size=max(table.num_rows, 1))
         self._pending, self._buffered = [], 0
+
+
+def _routed(candidates: pa.Table) -> pa.Table:
+    """``candidates`` in ROUTED_SCHEMA: as :func:`~lakefs_gc.inventory.mapping.route_rows` gives
+    them, or from plain CANDIDATE_SCHEMA columns (pyarrow casts no timestamp to a dictionary)."""
+    table = candidates.select(ROUTED_SCHEMA.names)
+    for name in CONSTANT_COLUMNS:
+        column = table.column(name)
+        if not pa.types.is_dictionary(column.type):
+            table = table.set_column(table.schema.get_field_index(name), name, pc.dictionary_encode(column))
+    return table.cast(ROUTED_SCHEMA)
