@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -115,3 +116,43 @@ def test_uncommitted_directory_through_moto(moto_endpoint: str, tmp_path: Path) 
     derived = parse_location("s3://gc-uncommitted/repo1/_lakefs/retention/gc/uncommitted/run2/uncommitted/")
     fs, path = filesystem_for(derived, options)
     assert read_uncommitted_addresses(fs, path, required=False).num_rows == 0
+
+
+@pytest.mark.parametrize("status", ["503 Slow Down", "500 Internal Server Error"])
+def test_s3_reads_retry_throttling_and_transient_errors(moto_endpoint: str, status: str) -> None:
+    """An object whose first 3 GETs are answered 503 SlowDown (or 500) is read whole through
+    filesystem_for's S3 filesystem, as boto3's clients would read it; pyarrow's own default (3
+    attempts) gives up: an inventory delivery read so would be rejected, a mark failed. (More
+    failures would make the test slow: the backoff doubles per retry, up to 20 s.)"""
+    from lakefs_gc.storage.reads import read_once
+    from tests.support.throttling import S3FailingGets, moto_behind
+
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    s3.create_bucket(Bucket="flaky")
+    body = bytes(range(256)) * 4096
+    s3.put_object(Bucket="flaky", Key="inventory/data/part-0.parquet", Body=body)
+    with moto_behind(lambda app: S3FailingGets(app, failures=3, status=status)) as (server, hook):
+        options = StorageOptions(
+            s3=S3Options(
+                endpoint_url=server.endpoint_url,
+                region="us-east-1",
+                access_key_id="testing",
+                secret_access_key=SecretStr("testing"),
+                force_path_style=True,
+            )
+        )
+        fs, path = filesystem_for(parse_location("s3://flaky/inventory/data/part-0.parquet"), options)
+        with read_once(fs, path) as read, open(read.path, "rb") as copy:
+            assert copy.read() == body
+        assert read.md5 == hashlib.md5(body).hexdigest()
+        assert hook.gets["/flaky/inventory/data/part-0.parquet"] == 4  # 3 failed, then the read
+
+        hook.gets.clear()
+        host = server.endpoint_url.split("//")[1]
+        default = pafs.S3FileSystem(
+            endpoint_override=host, scheme="http", region="us-east-1", access_key="t", secret_key="t"
+        )
+        with pytest.raises(OSError), default.open_input_stream(path) as stream:
+            stream.read()
+        assert hook.gets["/flaky/inventory/data/part-0.parquet"] == 3

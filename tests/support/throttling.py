@@ -132,6 +132,30 @@ class S3SlowDown:
             return False, slow
 
 
+class S3FailingGets:
+    """WSGI middleware: answers the first ``failures`` GETs of each object with ``status`` (503
+    SlowDown by default, or a 500 InternalError), then lets them through; counts every GET per
+    path (``gets``). For the retries of clients that read: a client with fewer attempts than
+    ``failures + 1`` fails, one with more reads the object."""
+
+    def __init__(self, app: WsgiApp, *, failures: int, status: str = "503 Slow Down") -> None:
+        self.app, self.failures, self.status = app, failures, status
+        self.gets: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable[..., Any]) -> Iterable[bytes]:
+        path = environ.get("PATH_INFO", "/")
+        if environ.get("REQUEST_METHOD") != "GET" or path.strip("/").count("/") == 0:
+            return self.app(environ, start_response)  # not an object's GET (a listing, a HEAD, a PUT)
+        with self._lock:
+            self.gets[path] += 1
+            fail = self.gets[path] <= self.failures
+        if not fail:
+            return self.app(environ, start_response)
+        code = "SlowDown" if self.status.startswith("503") else "InternalError"
+        return _respond(start_response, self.status, _error_xml(code, "failed by the test hook"))
+
+
 def _delete_request(keys: list[str]) -> bytes:
     objects = "".join(f"<Object><Key>{escape(k)}</Key></Object>" for k in keys)
     return f'<Delete xmlns="{_S3_NS[1:-1]}">{objects}<Quiet>false</Quiet></Delete>'.encode()

@@ -234,6 +234,10 @@ def _secret(value: SecretStr | None) -> str | None:
     return value.get_secret_value() if value is not None else None
 
 
+#: attempts per S3 request made through ``pyarrow.fs`` (the first and up to 10 retries, as boto3's)
+S3_ATTEMPTS = 11
+
+
 def _s3_filesystem(options: S3Options) -> pafs.FileSystem:
     import pyarrow.fs as pafs
 
@@ -247,6 +251,10 @@ def _s3_filesystem(options: S3Options) -> pafs.FileSystem:
         # aborts it). An error such as a missing bucket then surfaces at write or close, inside the
         # same ``with``, where every writer already names the location.
         "allow_delayed_open": True,
+        # throttling (503 SlowDown) and transient errors retried with backoff as often as boto3's
+        # clients retry them (storage/clients.py, S3_RETRIES), not pyarrow's default 3 attempts: a
+        # read that fails here rejects an inventory delivery or fails a mark
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=S3_ATTEMPTS),
     }
     if options.endpoint_url:
         parts = urlsplit(options.endpoint_url)
