@@ -407,6 +407,32 @@ def test_a_data_file_is_read_from_the_store_once_and_parsed_as_verified(
     assert dict(counted.opens) == {delivery.files[0].path: 1}
 
 
+def test_a_delivery_read_through_throttled_gets_is_complete_not_rejected(
+    moto: MotoServer, s3_bucket: str
+) -> None:
+    """Every object's first 2 GETs answered 503 SlowDown: the manifest, its 32-byte checksum and
+    the small gzipped data file (answers the AWS SDK cannot retry itself for objects smaller than
+    the error: ``storage.filesystems.is_misread``) are read after retries, and the delivery is
+    found complete and read whole, where one SlowDown used to reject it."""
+    from lakefs_gc.storage.filesystems import StorageOptions, filesystem_for
+    from lakefs_gc.storage.locations import parse_location
+    from tests.support.object_stores import s3_options
+    from tests.support.throttling import S3FailingGets, moto_behind
+
+    s3, root = filesystem_for(parse_location(f"s3://{s3_bucket}"), StorageOptions(s3=s3_options(moto)))
+    manifest = write_delivery(s3, f"{root}/slow", "src", "cfg", SNAPSHOT, rows(TRICKY_KEYS))
+    checksum = manifest.rsplit("/", 1)[0] + "/manifest.checksum"
+    assert s3.get_file_info(checksum).size < 100
+    with moto_behind(lambda app: S3FailingGets(app, failures=2)) as (server, hook):
+        flaky, _ = filesystem_for(parse_location(f"s3://{s3_bucket}"), StorageOptions(s3=s3_options(server)))
+        found = discover(flaky, f"{root}/slow", verify_data=True)
+        assert found.rejected == []
+        [delivery] = found.complete
+        assert read_all(flaky, delivery).sort_by("size").equals(rows(TRICKY_KEYS))
+    assert hook.gets[f"/{checksum}"] == 3  # 2 SlowDowns, then the read
+    assert all(n >= 3 for n in hook.gets.values()), hook.gets
+
+
 def test_a_worker_without_scratch_space_fails_without_rejecting_the_delivery(
     moto: MotoServer, s3_bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

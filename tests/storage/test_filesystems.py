@@ -125,6 +125,7 @@ def test_s3_reads_retry_throttling_and_transient_errors(moto_endpoint: str, stat
     attempts) gives up: an inventory delivery read so would be rejected, a mark failed. (More
     failures would make the test slow: the backoff doubles per retry, up to 20 s.)"""
     from lakefs_gc.storage.reads import read_once
+    from tests.support.object_stores import s3_options
     from tests.support.throttling import S3FailingGets, moto_behind
 
     s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
@@ -133,15 +134,7 @@ def test_s3_reads_retry_throttling_and_transient_errors(moto_endpoint: str, stat
     body = bytes(range(256)) * 4096
     s3.put_object(Bucket="flaky", Key="inventory/data/part-0.parquet", Body=body)
     with moto_behind(lambda app: S3FailingGets(app, failures=3, status=status)) as (server, hook):
-        options = StorageOptions(
-            s3=S3Options(
-                endpoint_url=server.endpoint_url,
-                region="us-east-1",
-                access_key_id="testing",
-                secret_access_key=SecretStr("testing"),
-                force_path_style=True,
-            )
-        )
+        options = StorageOptions(s3=s3_options(server))
         fs, path = filesystem_for(parse_location("s3://flaky/inventory/data/part-0.parquet"), options)
         with read_once(fs, path) as read, open(read.path, "rb") as copy:
             assert copy.read() == body
@@ -156,3 +149,34 @@ def test_s3_reads_retry_throttling_and_transient_errors(moto_endpoint: str, stat
         with pytest.raises(OSError), default.open_input_stream(path) as stream:
             stream.read()
         assert hook.gets["/flaky/inventory/data/part-0.parquet"] == 3
+
+
+def test_small_objects_answered_503_are_read_after_retries(moto_endpoint: str) -> None:
+    """An object smaller than S3's error document, answered 503 SlowDown: pyarrow reports it as an
+    INTERNAL_FAILURE the AWS SDK does not retry (``is_misread``); ``read_whole``, ``read_once`` and
+    a state directory's ``read`` retry it and return the bytes."""
+    from lakefs_gc.storage.directories import StoreDirectory
+    from lakefs_gc.storage.filesystems import is_misread
+    from lakefs_gc.storage.reads import read_once, read_whole
+    from tests.support.object_stores import s3_options
+    from tests.support.throttling import S3FailingGets, moto_behind
+
+    s3 = boto3.client("s3", endpoint_url=moto_endpoint, region_name="us-east-1",
+                      aws_access_key_id="testing", aws_secret_access_key="testing")  # fmt: skip
+    s3.create_bucket(Bucket="small")
+    s3.put_object(Bucket="small", Key="state/lease.json", Body=b'{"owner": "a"}')
+    with moto_behind(lambda app: S3FailingGets(app, failures=2)) as (server, hook):
+        options = StorageOptions(s3=s3_options(server))
+        fs, path = filesystem_for(parse_location("s3://small/state/lease.json"), options)
+        with pytest.raises(OSError) as raw, fs.open_input_stream(path) as stream:
+            stream.read()  # pyarrow alone: one GET, not retried
+        assert is_misread(raw.value) and hook.gets["/small/state/lease.json"] == 1
+
+        assert read_whole(fs, path) == b'{"owner": "a"}'
+        assert hook.gets["/small/state/lease.json"] == 3
+        hook.gets.clear()
+        with read_once(fs, path) as read:
+            assert read.md5 == hashlib.md5(b'{"owner": "a"}').hexdigest()
+        hook.gets.clear()
+        assert StoreDirectory.of("s3://small/state", options).read("lease.json") == b'{"owner": "a"}'
+        assert hook.gets["/small/state/lease.json"] == 3

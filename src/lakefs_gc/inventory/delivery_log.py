@@ -25,6 +25,7 @@ from typing import Any
 import pyarrow.fs as pafs
 
 from lakefs_gc.inventory.delivery import DataFile, Delivery, DiscoveryResult, InventoryError
+from lakefs_gc.storage.reads import read_whole
 
 
 @dataclass(frozen=True)
@@ -58,8 +59,7 @@ class DeliveryLog:
     def entry(self, seq: int) -> LogEntry:
         path = f"{self.path}/{_name(seq)}"
         try:
-            with self.fs.open_input_stream(path) as f:
-                return _entry_from_json(json.loads(f.read()))
+            return _entry_from_json(json.loads(read_whole(self.fs, path)))
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InventoryError(f"{path}: unreadable delivery log entry: {e}") from e
 

@@ -92,10 +92,11 @@ class StoreDirectory:
 
     def read(self, relative: str) -> bytes | None:
         """The file's bytes, or None when there is no such file."""
+        from lakefs_gc.storage.reads import read_whole  # pyarrow, imported when first read
+
         fs, base = self.filesystem()
         try:
-            with fs.open_input_stream(f"{base}/{relative}") as f:
-                return bytes(f.read())
+            return read_whole(fs, f"{base}/{relative}", compression="detect")
         except OSError as e:
             if is_not_found(e):
                 return None

@@ -199,6 +199,18 @@ def is_not_found(error: OSError) -> bool:
     return "not found" in message or "does not exist" in message
 
 
+def is_misread(error: BaseException) -> bool:
+    """True when pyarrow's S3 read failed on an error answer larger than the bytes it asked for.
+
+    pyarrow reads an object into a buffer of the object's size; when S3 answers a GET of an object
+    smaller than its error document (about 200-300 bytes: a manifest's checksum, a lease, a marker)
+    with a 503 SlowDown or a 500, the AWS SDK cannot write that answer into the buffer and reports
+    ``INTERNAL_FAILURE ... Failed to flush response stream``, which it does not retry. It is a
+    throttled or failed request like any other, and is retried by :mod:`lakefs_gc.storage.reads`.
+    """
+    return "Failed to flush response stream" in str(error)
+
+
 def file_exists(fs: pafs.FileSystem, path: str) -> bool:
     """Whether ``path`` is a file: ``get_file_info(path).type == File``, in one ``HEAD`` on an
     object store where the file is there or missing. ``get_file_info`` of a missing file also

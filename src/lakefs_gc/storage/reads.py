@@ -1,4 +1,5 @@
-"""Reading a file from any store ``pyarrow.fs`` reaches once (with its MD5), to parse it after.
+"""Reading a file from any store ``pyarrow.fs`` reaches once (with its MD5), to parse it after;
+reading a small file whole.
 
 A reader that must check a file against a published checksum before it trusts any of its bytes
 (an S3 Inventory data file against its manifest's MD5) used to read it twice from the store: a
@@ -17,6 +18,11 @@ point alone (``md5=False``), and so does :func:`fetched_file`, which opens the c
 access: for decoders that read a little at a time (lakeFS's SSTables, a few-KiB block per read),
 where reading an object store in place would be a request per read.
 
+:func:`read_whole` reads a small file (a manifest, its checksum, a state record) in one read.
+Both retry what pyarrow's S3 filesystem reports for an object smaller than S3's error answer to a
+throttled or failed GET, which the AWS SDK does not retry
+(:func:`~lakefs_gc.storage.filesystems.is_misread`); S3 retries every other such answer itself.
+
 Scratch files go under Spark's local directories (``SPARK_LOCAL_DIRS``, which Spark sets for its
 Python workers), else the system's temporary directory, and are removed on leaving the context,
 error or not: disk, not memory, holds the copy, however large the file. A local file is hashed
@@ -29,6 +35,7 @@ import contextlib
 import hashlib
 import os
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
@@ -36,10 +43,13 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from lakefs_gc.errors import StorageError
-from lakefs_gc.storage.filesystems import is_not_found
+from lakefs_gc.storage.filesystems import is_misread, is_not_found
 
 #: bytes per read from the store (and per hash update)
 READ_CHUNK = 8 * 1024 * 1024
+#: attempts at a read that fails as :func:`~lakefs_gc.storage.filesystems.is_misread` (S3 retries
+#: every other throttled or failed request itself: storage/filesystems.py, S3_ATTEMPTS)
+MISREAD_ATTEMPTS = 5
 
 
 class ObjectNotFound(StorageError):
@@ -111,13 +121,39 @@ def fetched_file(fs: pafs.FileSystem, path: str) -> Iterator[pa.NativeFile]:
             yield opened
 
 
+def read_whole(fs: pafs.FileSystem, path: str, *, compression: str | None = None) -> bytes:
+    """A small file's bytes in one read (``compression``: as ``open_input_stream``'s); pyarrow's
+    ``OSError`` as it raised it, after retrying the S3 answers the AWS SDK does not retry for a
+    small object (:func:`~lakefs_gc.storage.filesystems.is_misread`)."""
+    for attempt in range(1, MISREAD_ATTEMPTS + 1):
+        try:
+            with fs.open_input_stream(path, compression=compression) as f:
+                return bytes(f.read())
+        except OSError as e:
+            if attempt == MISREAD_ATTEMPTS or not is_misread(e):
+                raise
+            time.sleep(_misread_backoff(attempt))
+    raise AssertionError("unreachable")
+
+
 def _chunks(fs: pafs.FileSystem, path: str) -> Iterator[bytes]:
-    try:
-        with fs.open_input_stream(path, compression=None) as f:
-            while chunk := f.read(READ_CHUNK):
-                yield chunk
-    except (OSError, pa.ArrowException) as e:
-        raise _read_error(path, e) from e
+    for attempt in range(1, MISREAD_ATTEMPTS + 1):
+        started = False
+        try:
+            with fs.open_input_stream(path, compression=None) as f:
+                while chunk := f.read(READ_CHUNK):
+                    started = True
+                    yield chunk
+            return
+        except (OSError, pa.ArrowException) as e:
+            if started or attempt == MISREAD_ATTEMPTS or not is_misread(e):
+                raise _read_error(path, e) from e
+        time.sleep(_misread_backoff(attempt))
+
+
+def _misread_backoff(attempt: int) -> float:
+    """Seconds before attempt ``attempt + 1``: 0.2, 0.4, 0.8, 1.6 (the answer was a 503 or a 500)."""
+    return 0.1 * float(2**attempt)
 
 
 def _read_error(path: str, e: Exception) -> StorageError:

@@ -41,6 +41,7 @@ from lakefs_gc.inventory.delivery import (
 )
 from lakefs_gc.inventory.s3.columns import REQUIRED, VERSION_COLUMNS, WANTED, norm
 from lakefs_gc.inventory.s3.reader import read_data_file
+from lakefs_gc.storage.reads import read_whole
 
 MANIFEST = "manifest.json"
 CHECKSUM = "manifest.checksum"
@@ -116,9 +117,7 @@ def discover(fs: pafs.FileSystem, destination_path: str, *, verify_data: bool = 
 
 def _read_bytes(fs: pafs.FileSystem, path: str) -> bytes:
     try:
-        with fs.open_input_stream(path, compression=None) as f:
-            data: bytes = f.read()
-            return data
+        return read_whole(fs, path)
     except (OSError, pa.ArrowException) as e:
         raise InventoryError(f"{path}: cannot read: {e}") from e
 

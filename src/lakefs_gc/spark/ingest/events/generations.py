@@ -29,6 +29,7 @@ import pyarrow.fs as pafs
 
 from lakefs_gc.errors import StorageError
 from lakefs_gc.spark.runtime.tables import TableLocation
+from lakefs_gc.storage.reads import read_whole
 
 GENERATIONS = "compacted"
 _MANIFEST = re.compile(r"^(\d{12})\.json$")
@@ -81,8 +82,7 @@ def read_generation(table: TableLocation, number: int) -> Generation:
     fs, base = table.filesystem()
     path = f"{base}/{manifest_path(number)}"
     try:
-        with fs.open_input_stream(path) as f:
-            body = json.loads(f.read())
+        body = json.loads(read_whole(fs, path))
         return Generation(
             number=int(body["generation"]),
             created_at=str(body["created_at"]),
