@@ -38,7 +38,7 @@ from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.filesystems import file_exists
 from lakefs_gc.storage.locations import StorageLocation
-from lakefs_gc.storage.writes import open_output
+from lakefs_gc.storage.writes import write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -107,8 +107,9 @@ class CandidateTableSink:
             "recorded_at": datetime.now(timezone.utc).isoformat(),
             "deliveries": [asdict(d) for d in deliveries],
         }
-        with open_output(fs, record) as out:
-            out.write(json.dumps(body, indent=1).encode())
+        # whole or not at all: a process killed mid-write must not leave an empty record, which a
+        # restart would take as the batch recorded (and then fail to read)
+        write_whole(fs, record, json.dumps(body, indent=1).encode())
         for delivery in deliveries:
             self.say(describe(delivery))
         self.committed.extend(deliveries)
