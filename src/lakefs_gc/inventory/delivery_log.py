@@ -26,6 +26,7 @@ import pyarrow.fs as pafs
 
 from lakefs_gc.inventory.delivery import DataFile, Delivery, DiscoveryResult, InventoryError
 from lakefs_gc.storage.reads import read_whole
+from lakefs_gc.storage.writes import write_whole
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,9 @@ class DeliveryLog:
     def entries(self) -> list[LogEntry]:
         """Every entry, in order; a gap or an unreadable entry is an error (never a shorter log)."""
         infos = self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
-        names = sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+        # a hidden name is an entry's write a kill interrupted (storage.writes.write_whole), not an entry
+        files = (i.base_name for i in infos if i.type == pafs.FileType.File)
+        names = sorted(n for n in files if not n.startswith("."))
         if names != [_name(seq) for seq in range(len(names))]:
             raise InventoryError(f"{self.path}: the delivery log has gaps or foreign files: {names[:3]}")
         return [self.entry(seq) for seq in range(len(names))]
@@ -86,11 +89,8 @@ class DeliveryLog:
         return added
 
     def _write(self, entry: LogEntry) -> None:
-        if isinstance(self.fs, pafs.LocalFileSystem):
-            self.fs.create_dir(self.path, recursive=True)
         body = json.dumps(_entry_to_json(entry), indent=1).encode()
-        with self.fs.open_output_stream(f"{self.path}/{_name(entry.seq)}") as out:
-            out.write(body)
+        write_whole(self.fs, f"{self.path}/{_name(entry.seq)}", body)
 
 
 def _name(seq: int) -> str:

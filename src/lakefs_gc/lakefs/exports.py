@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from lakefs_gc.errors import ExportError
+from lakefs_gc.storage.reads import read_whole
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -101,8 +102,7 @@ def _is_expired(value: str | None, path: str, line: int) -> bool:
 
 def _read_text(fs: pafs.FileSystem, path: str) -> str:
     try:
-        with fs.open_input_stream(path) as stream:
-            data: bytes = stream.read()
+        data = read_whole(fs, path)
     except FileNotFoundError as e:
         raise ExportError(f"commits CSV {path} does not exist") from e
     except OSError as e:

@@ -51,6 +51,7 @@ from lakefs_gc.spark.mark.sources.candidate_set import Snapshot
 from lakefs_gc.spark.report.layout import SUMMARY, ReportDir
 from lakefs_gc.storage.directories import StoreDirectory
 from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.reads import read_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame, SparkSession
@@ -261,8 +262,7 @@ def _listed(repository: str, snapshot: Snapshot) -> Callable[[SparkSession, int]
 def _summary_body(fs: pafs.FileSystem, path: str) -> dict[str, Any] | None:
     """A report's ``summary.json`` as JSON, None when missing or unreadable (a killed mark)."""
     try:
-        with fs.open_input_stream(path) as stream:
-            body = json.loads(stream.read().decode("utf-8"))
+        body = json.loads(read_whole(fs, path).decode("utf-8"))
     except FileNotFoundError:
         return None
     except (OSError, ValueError) as e:

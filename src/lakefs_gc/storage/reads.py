@@ -125,19 +125,23 @@ def read_whole(fs: pafs.FileSystem, path: str, *, compression: str | None = None
     """A small file's bytes in one read (``compression``: as ``open_input_stream``'s); pyarrow's
     ``OSError`` as it raised it, after retrying the S3 answers the AWS SDK does not retry for a
     small object (:func:`~lakefs_gc.storage.filesystems.is_misread`)."""
-    for attempt in range(1, MISREAD_ATTEMPTS + 1):
+    attempt = 0
+    while True:
+        attempt += 1
         try:
             with fs.open_input_stream(path, compression=compression) as f:
                 return bytes(f.read())
         except OSError as e:
-            if attempt == MISREAD_ATTEMPTS or not is_misread(e):
+            if not _retry_misread(attempt, e):
                 raise
-            time.sleep(_misread_backoff(attempt))
-    raise AssertionError("unreachable")
 
 
 def _chunks(fs: pafs.FileSystem, path: str) -> Iterator[bytes]:
-    for attempt in range(1, MISREAD_ATTEMPTS + 1):
+    """``path``'s bytes, a chunk at a time; a misread is retried only before its first byte
+    (after it, a new attempt would yield the file's start again)."""
+    attempt = 0
+    while True:
+        attempt += 1
         started = False
         try:
             with fs.open_input_stream(path, compression=None) as f:
@@ -146,9 +150,17 @@ def _chunks(fs: pafs.FileSystem, path: str) -> Iterator[bytes]:
                     yield chunk
             return
         except (OSError, pa.ArrowException) as e:
-            if started or attempt == MISREAD_ATTEMPTS or not is_misread(e):
+            if started or not _retry_misread(attempt, e):
                 raise _read_error(path, e) from e
-        time.sleep(_misread_backoff(attempt))
+
+
+def _retry_misread(attempt: int, e: Exception) -> bool:
+    """Whether attempt ``attempt``'s error earns another attempt: a misread, attempts left. When it
+    does, the backoff has been slept on return."""
+    if attempt >= MISREAD_ATTEMPTS or not is_misread(e):
+        return False
+    time.sleep(_misread_backoff(attempt))
+    return True
 
 
 def _misread_backoff(attempt: int) -> float:

@@ -29,6 +29,7 @@ import pyarrow.fs as pafs
 from lakefs_gc.inventory.azure.fields import CONTENT_LENGTH, LAST_MODIFIED, NAME, field, parse_time
 from lakefs_gc.inventory.azure.reader import verify_delivery
 from lakefs_gc.inventory.delivery import DataFile, Delivery, DiscoveryResult, FileFormat, InventoryError
+from lakefs_gc.storage.reads import read_whole
 
 _MANIFEST_RE = re.compile(r"^(\d{4})/(\d{2})/(\d{2})/(\d{2}-\d{2}-\d{2})/([^/]+)/([^/]+)-manifest\.json$")
 _FORMATS: Mapping[str, FileFormat] = {"csv": "csv", "parquet": "parquet"}
@@ -89,10 +90,8 @@ def load_manifest(fs: pafs.FileSystem, manifest_path: str) -> Delivery:
 def _read_verified_manifest(fs: pafs.FileSystem, manifest_path: str) -> dict[str, Any]:
     checksum_path = manifest_path.removesuffix(".json") + ".checksum"
     try:
-        with fs.open_input_stream(manifest_path) as f:
-            body = f.read()
-        with fs.open_input_stream(checksum_path) as f:
-            promised = f.read().decode("ascii", errors="replace")
+        body = read_whole(fs, manifest_path)
+        promised = read_whole(fs, checksum_path).decode("ascii", errors="replace")
     except FileNotFoundError as e:
         raise InventoryError(f"{checksum_path}: missing, the inventory run is not complete") from e
     except OSError as e:

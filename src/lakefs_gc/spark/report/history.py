@@ -22,6 +22,7 @@ from lakefs_gc.spark.report.read import read_address_column, read_summary
 from lakefs_gc.spark.report.swept import effective_swept
 from lakefs_gc.storage.filesystems import StorageOptions, file_exists, filesystem_for, is_not_found
 from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.reads import read_whole
 
 _EPOCH = datetime.min.replace(tzinfo=timezone.utc)
 
@@ -48,8 +49,7 @@ def newest_mark(namespace: StorageLocation, options: StorageOptions) -> ReportDi
 
 def _summary_if_any(fs: pafs.FileSystem, path: str) -> StoredSummary | None:
     try:
-        with fs.open_input_stream(path) as stream:
-            text = stream.read().decode("utf-8")
+        text = read_whole(fs, path).decode("utf-8")
     except OSError as e:
         if is_not_found(e):
             return None  # a mark in progress, or only lakeFS's uncommitted dumps

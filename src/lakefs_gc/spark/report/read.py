@@ -37,6 +37,7 @@ from lakefs_gc.spark.report.swept import effective_swept
 from lakefs_gc.spark.runtime.failures import on_executor
 from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.storage.filesystems import file_exists, is_not_found
+from lakefs_gc.storage.reads import read_whole
 
 if TYPE_CHECKING:
     import pyarrow.fs as pafs
@@ -48,8 +49,7 @@ def read_summary(report: ReportDir) -> StoredSummary:
     another mark."""
     fs, base = report.filesystem()
     try:
-        with fs.open_input_stream(f"{base}/{SUMMARY}") as stream:
-            text = stream.read().decode("utf-8")
+        text = read_whole(fs, f"{base}/{SUMMARY}").decode("utf-8")
     except OSError as e:
         if is_not_found(e):
             raise UnknownMarkError(

@@ -32,7 +32,7 @@ from lakefs_gc.spark.report.layout import (
     partition_id,
 )
 from lakefs_gc.spark.runtime.failures import on_executor
-from lakefs_gc.storage.writes import open_output, write_bytes, write_parquet
+from lakefs_gc.storage.writes import open_output, write_bytes, write_parquet, write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import DataFrame
@@ -169,10 +169,10 @@ class _IdPartWriter:
 
 def write_summary(report: ReportDir, summary: MarkSummary) -> None:
     fs, base = report.filesystem()
-    write_bytes(fs, f"{base}/{SUMMARY}", summary.to_json().encode("utf-8"))
+    write_whole(fs, f"{base}/{SUMMARY}", summary.to_json().encode("utf-8"))
 
 
 def rewrite_summary(report: ReportDir, summary: StoredSummary) -> None:
     """Replace ``summary.json`` with ``summary`` (key order kept: lakeFS's keys stay first)."""
     fs, base = report.filesystem()
-    write_bytes(fs, f"{base}/{SUMMARY}", summary.to_json().encode("utf-8"))
+    write_whole(fs, f"{base}/{SUMMARY}", summary.to_json().encode("utf-8"))

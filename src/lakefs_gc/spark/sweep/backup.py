@@ -35,7 +35,8 @@ from lakefs_gc.spark.report.read import address_chunks, marked_frame, read_summa
 from lakefs_gc.spark.runtime.failures import is_spark_failure, job_failure, on_executor
 from lakefs_gc.storage.copiers import CopyOutcome, ObjectCopier, copier_for
 from lakefs_gc.storage.locations import StorageLocation, parse_location
-from lakefs_gc.storage.writes import open_output
+from lakefs_gc.storage.reads import read_whole
+from lakefs_gc.storage.writes import open_output, write_whole
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -206,16 +207,14 @@ def _write_run_record(
         (f"{base}/{direction}/_SUCCESS", b""),
         (f"{base}/{direction}.json", json.dumps(record, indent=1).encode("utf-8")),
     ):
-        with open_output(fs, path) as out:
-            out.write(data)
+        write_whole(fs, path, data)
 
 
 def read_copy_report(report: ReportDir, direction: Direction) -> pa.Table:
     """The outcomes of the latest complete run (the parts ``<direction>.json`` names), on the driver:
     for small reports, demos and tests."""
     fs, base = report.filesystem()
-    with fs.open_input_stream(f"{base}/{direction}.json") as stream:
-        tag = json.loads(stream.read())["part_tag"]
+    tag = json.loads(read_whole(fs, f"{base}/{direction}.json"))["part_tag"]
     tables = []
     for path in part_files(report, direction):
         if f"-{tag}-" in path.rsplit("/", 1)[-1]:

@@ -46,6 +46,7 @@ from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.filesystems import file_exists
+from lakefs_gc.storage.reads import read_whole
 from lakefs_gc.storage.writes import open_output, write_whole
 
 if TYPE_CHECKING:
@@ -262,8 +263,7 @@ def event_records(table: EventTable, source: str | None = None) -> list[dict[str
         if info.type != pafs.FileType.File or not info.base_name.endswith(".json"):
             continue
         try:
-            with fs.open_input_stream(info.path) as f:
-                record = json.loads(f.read())
+            record = json.loads(read_whole(fs, info.path))
         except (OSError, ValueError) as e:
             raise StorageError(f"{info.path}: unreadable event batch record: {e}") from e
         if source is None or record.get("source") == source:

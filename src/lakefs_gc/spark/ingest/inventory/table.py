@@ -38,6 +38,7 @@ from lakefs_gc.spark.runtime.frames import task_frame
 from lakefs_gc.spark.runtime.tables import TableLocation
 from lakefs_gc.storage.filesystems import file_exists
 from lakefs_gc.storage.locations import StorageLocation
+from lakefs_gc.storage.reads import read_whole
 from lakefs_gc.storage.writes import write_whole
 
 if TYPE_CHECKING:
@@ -163,8 +164,7 @@ def ingest_records(table: CandidateTable) -> list[dict[str, Any]]:
     for info in infos:
         if info.type == pafs.FileType.File and info.base_name.endswith(".json"):
             try:
-                with fs.open_input_stream(info.path) as f:
-                    records.append(json.loads(f.read()))
+                records.append(json.loads(read_whole(fs, info.path)))
             except (OSError, ValueError) as e:
                 raise StorageError(f"{info.path}: unreadable ingest record: {e}") from e
     return sorted(records, key=lambda r: (r["recorded_at"], r["batch"]))
