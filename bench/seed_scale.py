@@ -53,6 +53,7 @@ RSS comparison point and a quick rehearsal. Results: bench/README.md.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import resource
@@ -425,6 +426,8 @@ def main() -> int:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/lakefs-gc-seed-scale"))
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     args = parser.parse_args()
+    if importlib.util.find_spec("duckdb") is None:  # checked before minutes of synthesis, not after
+        parser.error("DuckDB compares the marked sets with the ground truth: pip install -e '.[test,bench]'")
     if args.inventory and not (args.no_mark and not args.after_sweep):
         parser.error("--inventory needs --cycles --no-mark, without --after-sweep (which writes its own)")
     if (args.no_mark or args.after_sweep or args.keep_cache) and not args.cycles:

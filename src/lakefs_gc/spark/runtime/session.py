@@ -2,7 +2,8 @@
 
 One place decides the JVM (Java 17+, falling back to the bundled JDK), the Python the
 executors run (``sys.executable``, or workers may pick an interpreter without our packages),
-the defaults a GC job wants (UI off in tests, few shuffle partitions locally, Arrow on), how
+the defaults a GC job wants (UI off in tests, few shuffle partitions locally, Arrow on, the fair
+scheduler with a pool for each of a mark's background readings: ``fairscheduler.xml``), how
 much Spark says: warnings and errors only (``log4j2.properties`` beside this module and
 ``spark.log.level=WARN``, both overridable), so the tool's progress is not buried, and where the
 driver's Arrow buffers come from (the C library: :mod:`lakefs_gc.spark.runtime.memory`).
@@ -38,7 +39,13 @@ DEFAULTS: dict[str, str] = {
     # on a driver busy with a mark, a worker that connects late killed the streaming query with
     # "Python worker failed to connect back", and an always-on service exited for a CPU spike
     "spark.python.authenticate.socketTimeout": "120s",
+    # a mark's readings during lakeFS's dump run their jobs in pools of their own (POOLS): under
+    # the default FIFO order, the range cache's one-task read-ahead waited until every task of the
+    # candidates' stages had started (spark/runtime/background.py)
+    "spark.scheduler.mode": "FAIR",
 }
+#: the fair scheduler's pools (``spark.scheduler.allocation.file``, unless the job names another)
+POOLS = Path(__file__).with_name("fairscheduler.xml")
 #: the driver's log4j2 configuration when lakefs-gc launches the JVM itself (not under spark-submit)
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 #: errors only: the demos, whose output is a story for a person to follow
@@ -78,6 +85,9 @@ def build_session(
 
     builder = SparkSession.builder.appName(app_name)
     settings = dict(DEFAULTS)
+    if POOLS.is_file():  # a missing allocation file would fail the SparkContext's start
+        # a URI: Spark opens a bare path on the cluster's default filesystem (HDFS on EMR)
+        settings["spark.scheduler.allocation.file"] = POOLS.as_uri()
     under_spark_submit = "PYSPARK_GATEWAY_PORT" in environ
     if master or not under_spark_submit:
         master = master or "local[2]"
