@@ -43,9 +43,9 @@ class BackgroundJobs:
         from pyspark import InheritableThread
 
         self.spark, self.name, self._run = spark, name, run
-        self.group = f"lakefs-gc-{name.replace(' ', '-')}-{next(_GROUPS)}"
         #: the fair scheduler's pool its jobs run in (module docstring)
         self.pool = f"lakefs-gc-{name.replace(' ', '-')}"
+        self.group = f"{self.pool}-{next(_GROUPS)}"
         #: guards ``closed`` and whatever the owner keeps on its thread
         self.lock = threading.Lock()
         self.closed = False
