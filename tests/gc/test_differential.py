@@ -19,6 +19,7 @@ import io
 import itertools
 import json
 import os
+import re
 import secrets
 import sys
 import tempfile
@@ -436,7 +437,9 @@ def test_run_deletes_exactly_the_reference_garbage(
         assert namespace_files(built.root).keys() >= survivors
 
 
-def test_identical_reupload_over_a_committed_path_stays_readable(env: Env, spark: Any) -> None:
+def test_identical_reupload_over_a_committed_path_stays_readable(
+    env: Env, spark: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The same bytes uploaded again over a committed path get a new address, visible on the branch.
 
     lakeFS's ``DiffUncommitted`` compares entries by identity (size, etag, metadata, content type; not
@@ -454,6 +457,10 @@ def test_identical_reupload_over_a_committed_path_stays_readable(env: Env, spark
     summary = last_summary(env, s.built)
     assert summary["kept"]["identity_twin"] == {"objects": 1, "bytes": len(b"same bytes")}
     assert summary["identity_twins"]["live"] == 1 and summary["identity_twins"]["released"] == 0
+    # the mark's progress says where the classification ends and what the guard decided
+    said = capsys.readouterr().err
+    assert re.search(r"classified: [1-9][0-9]* garbage before the identity-twin guard", said), said
+    assert re.search(r"identity twins: 1 live, 0 kept unresolved, 0 released; [0-9]+ objects ruled out", said)
 
 
 def test_identical_reupload_then_reset_is_collected(env: Env, spark: Any) -> None:

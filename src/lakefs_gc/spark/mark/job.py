@@ -236,9 +236,10 @@ class _MarkRun:
             )
         )  # fmt: skip
         marked_rows = self._persist(marked_rows)
-        marked_rows.count()  # one pass over every candidate: the observation is complete
+        rows = marked_rows.count()  # one pass over every candidate: the observation is complete
+        self.say(f"{self.repo.id}: classified: {rows:,} garbage before the identity-twin guard")
         heads = heads if evidence else None
-        guarded = self._guard_twins(marked_rows, found.objects, checked, contents, heads)
+        guarded = self._guard_twins(marked_rows, rows, found.objects, checked, contents, heads)
         counts, first_slice = self._tally(tally(observation, guarded, f"mark {self.run_id}"), checked)
         self.first_slice = first_slice if found.first_slice is None else found.first_slice
         self.say(f"{self.repo.id}: writing the report")
@@ -269,20 +270,20 @@ class _MarkRun:
     def _guard_twins(
         self,
         garbage: DataFrame,
+        rows: int,
         candidates: DataFrame,
         checked: CheckedCommits,
         contents: DataFrame | None,
         heads: dict[str, int] | None,
     ) -> DataFrame:
-        """Identity twins among the garbage kept (docs/invariants.md, invariant 6; :mod:`.twins`);
-        ``contents``: the HEAD entries' contents as the classification read them (:mod:`.head_contents`).
-        With a range cache and content evidence (``heads``: the HEAD metaranges, each with its
-        branches), they are taken from the cache's entries level instead, each entry weighted by
-        the branches whose HEAD holds its range, and only those of the marked objects' sizes read:
-        the guard then plans from them as the batch mark's does, and never joins every HEAD entry
-        with the marked objects."""
+        """Identity twins among the ``rows`` of garbage kept (invariant 6; :mod:`.twins`); ``contents``:
+        the HEAD entries' contents as the classification read them (:mod:`.head_contents`). With a
+        range cache and content evidence (``heads``: the HEAD metaranges, each with its branches),
+        they are taken from the cache's entries level instead, each entry weighted by the branches
+        whose HEAD holds its range, and only those of the marked objects' sizes read: the guard
+        then plans from them as the batch mark's does, never joining every HEAD entry with them."""
         marked, objects = marked_with_evidence(garbage, candidates, trusted=self.params.trust_checksums)
-        if not marked.take(1):
+        if not rows:
             self.stats["identity_twins"] = guard_twins_none()
             return garbage
         refs, repo, cache, reader = self.refs, self.repo, self.range_cache, self.reader
