@@ -25,7 +25,7 @@ measurements), of the driver JVM and of the largest Python worker.
 it) and ingests it from there, reporting the GET requests and bytes moto served per ingest run
 beside the delivery's own bytes: how many times the ingest reads each data file from the store.
 
-    python bench/inventory.py [--rows N] [--format parquet|csv|both] [--rows-per-file N]
+    python bench/inventory.py [--rows N] [--format parquet|csv|both] [--rows-per-file N] [--trust-checksums]
                               [--workdir DIR] [--master local[2]] [--repeat N] [--json FILE]
                               [--conf KEY=VALUE ...] [--no-diagnostics] [--store local|s3]
 
@@ -254,7 +254,7 @@ class Clock:
         return out
 
 
-def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, Any]:
+def python_pipeline(delivery: Any, expected: int, scratch: Path, *, etags: bool) -> dict[str, Any]:
     """The executor-side work of the ingest, stage by stage, one data file at a time, no Spark."""
     import pyarrow.parquet as pq
 
@@ -274,7 +274,8 @@ def python_pipeline(delivery: Any, expected: int, scratch: Path) -> dict[str, An
     for i, data_file in enumerate(delivery.files):
         clock.run("md5 (hashlib, included in read_data_file)", lambda f=data_file: _md5(f.path))
         batches = clock.run(
-            "read_data_file (MD5 + parse + convert)", lambda f=data_file: list(read_rows(fs, delivery, f))
+            "read_data_file (MD5 + parse + convert)",
+            lambda f=data_file: list(read_rows(fs, delivery, f, etags=etags)),
         )
         rows += sum(b.num_rows for b in batches)
         routed = clock.run("route_rows", lambda b=batches: route(b))
@@ -307,7 +308,9 @@ def _pipeline_file(job: tuple[Any, Any, int]) -> int:
     return sum(json.loads(row["repositories"]).values())
 
 
-def parallel_pipeline(base: Path, delivery: Any, info: dict[str, Any], scratch: Path) -> dict[str, Any]:
+def parallel_pipeline(
+    base: Path, delivery: Any, info: dict[str, Any], scratch: Path, *, etags: bool
+) -> dict[str, Any]:
     """The same work, one data file per task on a pool of one process per core, no Spark: what
     any ingest that verifies, routes and writes every file in parallel needs at the least."""
     import multiprocessing
@@ -316,7 +319,7 @@ def parallel_pipeline(base: Path, delivery: Any, info: dict[str, Any], scratch: 
     from lakefs_gc.inventory.delivery_log import LogEntry
     from lakefs_gc.storage.locations import parse_location
 
-    config = replace(source_config(base), parts=parse_location(str(scratch)))
+    config = replace(source_config(base, etags=etags), parts=parse_location(str(scratch)))
     entry = LogEntry(0, delivery.id, delivery)
     jobs = [(config, entry, i) for i in range(len(delivery.files))]
     processes = os.cpu_count() or 1
@@ -387,8 +390,9 @@ def measured(spark: Any, fn: Callable[[], Any]) -> tuple[Any, dict[str, Any]]:
     }  # fmt: skip
 
 
-def source_config(base: Path, s3_endpoint: str | None = None) -> Any:
-    """The source over the delivery under ``base``: on local disk, or uploaded to moto's bucket ``dest``."""
+def source_config(base: Path, s3_endpoint: str | None = None, *, etags: bool = False) -> Any:
+    """The source over the delivery under ``base``: on local disk, or uploaded to moto's bucket ``dest``;
+    ``etags``: keeping each candidate's ETag and EncryptionStatus, as with ``gc.trust_checksums``."""
     from lakefs_gc.spark.ingest.inventory.source import SourceConfig
     from lakefs_gc.storage.filesystems import S3Options, StorageOptions
     from lakefs_gc.storage.locations import parse_location
@@ -398,7 +402,7 @@ def source_config(base: Path, s3_endpoint: str | None = None) -> Any:
     else:
         destination = parse_location("s3://dest")
         storage = StorageOptions(s3=S3Options(endpoint_url=s3_endpoint, **S3_KEYS))
-    return SourceConfig(destination=destination, storage=storage, routes=routes())
+    return SourceConfig(destination=destination, storage=storage, routes=routes(), etags=etags)
 
 
 def upload_delivery(base: Path, s3_endpoint: str) -> None:
@@ -551,6 +555,9 @@ def main() -> int:
     parser.add_argument("--json", type=Path, help="also write all numbers to this file")
     parser.add_argument("--store", choices=("local", "s3"), default="local",
                         help="where the delivery is read from: local disk, or a moto S3 server")  # fmt: skip
+    parser.add_argument("--trust-checksums", action="store_true",
+                        help="ingest as a service with gc.trust_checksums does: each candidate's ETag and "
+                        "EncryptionStatus parsed and kept (default: as by default, neither)")  # fmt: skip
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     formats = ["parquet", "csv"] if args.format == "both" else args.format.split(",")
@@ -564,7 +571,8 @@ def main() -> int:
     result: dict[str, Any] = {
         "rows": args.rows, "rows_per_file": args.rows_per_file, "conf": extra, "formats": {},
         "environment": f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at start, "
-        f"Spark master {args.master}" + (f", extra conf {extra}" if extra else ""),
+        f"Spark master {args.master}" + (f", extra conf {extra}" if extra else "")
+        + (", gc.trust_checksums: ETags kept" if args.trust_checksums else ", ETags not kept (the default)"),
     }  # fmt: skip
     loaded = {f: load_delivery(delivery_dir(workdir, args.rows, args.rows_per_file, f)) for f in formats}
     spark = spark_session(args.master, workdir, extra, app="bench")
@@ -583,9 +591,10 @@ def main() -> int:
         if not args.no_diagnostics:
             say(f"{fmt}: the Python pipeline without Spark")
             scratch = workdir / "runs" / "pipeline"
-            r["pipeline"] = python_pipeline(delivery, sum(info["expected"].values()), scratch)
+            etags = args.trust_checksums
+            r["pipeline"] = python_pipeline(delivery, sum(info["expected"].values()), scratch, etags=etags)
             base = delivery_dir(workdir, args.rows, args.rows_per_file, fmt)
-            r["pipeline_parallel"] = parallel_pipeline(base, delivery, info, scratch)
+            r["pipeline_parallel"] = parallel_pipeline(base, delivery, info, scratch, etags=etags)
     result["environment"] += f", load average {os.getloadavg()[0]:.1f} at end"
     print_report(result)
     if args.json:
@@ -611,7 +620,10 @@ def bench_spark(
             say(f"{fmt}: ingest run {i + 1}")
             before = server.request({"op": "gets"}) if server else None
             run = spark_ingest(
-                spark, source_config(base, endpoint), info, workdir / "runs" / uuid.uuid4().hex[:8]
+                spark,
+                source_config(base, endpoint, etags=args.trust_checksums),
+                info,
+                workdir / "runs" / uuid.uuid4().hex[:8],
             )
             if server and before:
                 after = server.request({"op": "gets"})

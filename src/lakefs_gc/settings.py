@@ -73,7 +73,7 @@ class GcOptions(BaseModel):
     trust_checksums: bool = Field(
         default=False,
         description="Let the twin guard rule out pairs whose bytes an S3 inventory proves different, "
-        "trusting lakeFS's checksums (docs/formats/lakefs-export-hazards.md, 'Ruling twins out by content').",
+        "trusting lakeFS's checksums (docs/formats/lakefs-export-hazards.md); only then are ETags kept.",
     )
     max_inventory_age: timedelta = Field(
         default=timedelta(days=8),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 from datetime import datetime, timezone
+from unittest import mock
 
 import pyarrow as pa
 from hypothesis import given, settings
@@ -11,6 +12,7 @@ from hypothesis import strategies as st
 
 from lakefs_gc.gc import twins
 from lakefs_gc.gc.addresses import deletable_key
+from lakefs_gc.inventory import mapping
 from lakefs_gc.inventory.delivery import INVENTORY_SCHEMA
 from lakefs_gc.inventory.mapping import (
     ROUTED_SCHEMA,
@@ -131,6 +133,63 @@ def test_one_bucket_and_prefixes_of_any_character() -> None:
     mixed = pa.concat_tables([table, rows(("other", "répos/ü€/data/s/q"))])
     out = route_rows(mixed, routes, delivery_id="d", snapshot_time=SNAP)
     assert "data/s/q" not in out.column("address").to_pylist()  # another bucket's row is no one's
+
+
+def routed_row_by_row(table: pa.Table, routes: list[NamespaceRoute]) -> list[tuple[str, str, int]]:
+    """The routing rule one row at a time: the longest prefix of the row's bucket claims it, and
+    it is a candidate when its address there is deletable."""
+    out = []
+    for row in table.to_pylist():
+        if row["bucket"] is None or row["key"] is None:
+            continue
+        for route in sorted(routes, key=lambda r: len(r.prefix), reverse=True):
+            if row["bucket"] == route.container and row["key"].startswith(route.prefix):
+                address = row["key"][len(route.prefix) :]
+                if deletable_key(address):
+                    out.append((route.repository, address, row["size"]))
+                break
+    return sorted(out)
+
+
+PREFIXES = ["", "repos/a/", "repos/a/n/", "repos/ab/", "data/"]
+KEY_TAILS = ["data/s/x", "data/s/", "_lakefs/m", "data/loose", "0f1e", "data//y", "data/.s/z", "dummy", "d"]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["bkt", "other", None]), st.sampled_from(PREFIXES), st.sampled_from(KEY_TAILS)
+        ),
+        max_size=60,
+    ),
+    st.booleans(),
+    st.integers(min_value=1, max_value=7),
+    st.sampled_from([0, 1, 3, mapping._MAX_RUNS]),
+)
+def test_routing_agrees_with_the_rule_row_by_row(
+    picks: list[tuple[str | None, str, str]], in_order: bool, chunk: int, max_runs: int
+) -> None:
+    """Whatever the order (an inventory's keys sorted, as S3 writes them: each namespace's rows a
+    few runs, taken as slices; or shuffled: taken by a filter), however the rows are chunked, and
+    wherever the bound between slices and a filter lies."""
+    with mock.patch.object(mapping, "_MAX_RUNS", max_runs):
+        check_routing(picks, in_order, chunk)
+
+
+def check_routing(picks: list[tuple[str | None, str, str]], in_order: bool, chunk: int) -> None:
+    items = sorted(picks, key=lambda p: (p[0] or "", p[1] + p[2])) if in_order else picks
+    table = rows(*[("" if b is None else b, p + t) for b, p, t in items])
+    if any(b is None for b, _, _ in items):
+        table = table.set_column(0, "bucket", pa.array([b for b, _, _ in items], pa.string()))
+    chunked = pa.concat_tables([table.slice(i, chunk) for i in range(0, table.num_rows, chunk)] or [table])
+    routes = [NamespaceRoute("a", "bkt", "repos/a/"), NamespaceRoute("n", "bkt", "repos/a/n/"),
+              NamespaceRoute("root", "other", ""), NamespaceRoute("ab", "bkt", "repos/ab/")]  # fmt: skip
+    out = route_rows(chunked, routes, delivery_id="d", snapshot_time=SNAP)
+    got = sorted(zip(*(out.column(c).to_pylist() for c in ("repository", "address", "size")), strict=True))
+    assert got == routed_row_by_row(table, routes)
+    assert out.schema == ROUTED_SCHEMA
+    assert [f"e{size}" for size in out.column("size").to_pylist()] == out.column("etag").to_pylist()
 
 
 # ---- deletable_keys is deletable_key -------------------------------------------------------------

@@ -105,6 +105,29 @@ def test_round_trip_with_tricky_keys(tmp_path: Path, fmt: FileFormat) -> None:
     assert read_all(fs, delivery).sort_by("size").equals(rows(TRICKY_KEYS))
 
 
+@pytest.mark.parametrize("fmt", FORMATS)
+def test_without_etags_the_content_columns_are_null_and_the_file_still_verified(
+    tmp_path: Path, fmt: FileFormat
+) -> None:
+    """``etags=False`` (a mark or an ingest without ``gc.trust_checksums``) parses neither the ETag
+    nor the EncryptionStatus, and every other column as before; the MD5 is checked all the same."""
+    fs = pafs.LocalFileSystem()
+    table = rows(TRICKY_KEYS).set_column(5, "encryption", pa.array(["SSE-S3"] * len(TRICKY_KEYS)))
+    write(tmp_path, fmt, table=table)
+    [delivery] = discover(fs, dest(tmp_path)).complete
+    got = pa.Table.from_batches(
+        [b for f in delivery.files for b in read_data_file(fs, delivery, f, etags=False)],
+        schema=INVENTORY_SCHEMA,
+    ).sort_by("size")
+    nulls = pa.nulls(len(TRICKY_KEYS), pa.string())
+    assert got.equals(table.set_column(4, "etag", nulls).set_column(5, "encryption", nulls))
+    assert read_all(fs, delivery).sort_by("size").equals(table)  # the default reads them
+
+    _corrupt_data_md5(tmp_path, delivery.id)
+    with pytest.raises(InventoryError, match="MD5"):
+        list(read_data_file(fs, delivery, delivery.files[0], etags=False))
+
+
 def test_manifest_keys_are_bucket_relative_and_mapped_without_bucket_root(tmp_path: Path) -> None:
     manifest = write(tmp_path)
     doc = json.loads(Path(manifest).read_bytes())

@@ -86,6 +86,10 @@ def register_ingest(subcommands: argparse._SubParsersAction[argparse.ArgumentPar
     add("--flavour", choices=("s3", "azure"), help="only this layout (default: find both)")
     add("--deliveries-per-batch", type=int, default=1, metavar="N",
         help="deliveries per micro-batch (default 1: bounds memory, finest restart)")  # fmt: skip
+    add("--trust-checksums", action="store_const", const=True, default=None,
+        help="also keep each candidate's ETag and EncryptionStatus: the content evidence a mark with "
+        "gc.trust_checksums gives the identity-twin guard (default: gc.trust_checksums, off; without "
+        "it they are neither parsed nor stored)")  # fmt: skip
     groups = add_settings_options(parser)
     add_output_option(groups["settings"])
     parser.set_defaults(handler=run_ingest)
@@ -98,7 +102,7 @@ def run_ingest(args: argparse.Namespace) -> int:
     from lakefs_gc.spark.runtime.session import build_session
 
     environ = dict(os.environ)
-    settings = storage_settings_from_args(args, environ)
+    settings = storage_settings_from_args(args, environ, gc={"trust_checksums": args.trust_checksums})
     if args.deliveries_per_batch < 1:
         raise ConfigError("--deliveries-per-batch must be at least 1")
     routes = namespace_routes(args, settings, environ)
@@ -109,6 +113,7 @@ def run_ingest(args: argparse.Namespace) -> int:
         routes=routes,
         flavour=args.flavour,
         max_deliveries_per_batch=args.deliveries_per_batch,
+        etags=settings.gc.trust_checksums,
     )
     table = CandidateTable(parse_location(args.table), settings.storage)
     progress(f"ingesting {destination} into {table} for {', '.join(r.repository for r in routes)}")

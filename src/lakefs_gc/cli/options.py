@@ -136,9 +136,11 @@ def typed_settings_from_args(
     )
 
 
-def storage_settings_from_args(args: argparse.Namespace, environ: dict[str, str]) -> StorageSettings:
-    """:func:`settings_from_args` for commands that never talk to lakeFS."""
-    overrides = _overrides(args, None)
+def storage_settings_from_args(
+    args: argparse.Namespace, environ: dict[str, str], *, gc: dict[str, Any] | None = None
+) -> StorageSettings:
+    """:func:`settings_from_args` for commands that never talk to lakeFS (``gc``: as its)."""
+    overrides = _overrides(args, gc)
     return load_storage_settings(
         environ=environ, config_file=getattr(args, "config", None), overrides=overrides
     )

@@ -37,6 +37,11 @@ INVENTORY_SCHEMA = pa.schema(
     ]
 )
 
+#: the columns that only prove an object's content (an S3 MD5 ETag under its EncryptionStatus):
+#: the identity-twin guard's content evidence, used only with ``gc.trust_checksums``; readers
+#: asked not to (``etags=False``) leave them null instead of parsing them
+CONTENT_COLUMNS = ("etag", "encryption")
+
 
 class InventoryError(GcError):
     """A delivery cannot be used: incomplete, corrupt, or not understood. Names file and reason."""

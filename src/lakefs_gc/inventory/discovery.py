@@ -134,10 +134,13 @@ _S3_PLACE = re.compile(r"(?:^|/)([^/]+)/[^/]+/(\d{4}-\d{2}-\d{2}T\d{2}-\d{2}Z)/m
 _AZURE_PLACE = re.compile(r"(?:^|/)(\d{4}/\d{2}/\d{2}/\d{2}-\d{2}-\d{2})/([^/]+)/\2-manifest\.json$")
 
 
-def read_rows(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:
-    """One data file of ``delivery`` as INVENTORY_SCHEMA batches, verified by its flavour's reader."""
+def read_rows(
+    fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile, *, etags: bool = True
+) -> Iterator[pa.RecordBatch]:
+    """One data file of ``delivery`` as INVENTORY_SCHEMA batches, verified by its flavour's reader
+    (``etags``: with the content columns parsed, else null: ``delivery.CONTENT_COLUMNS``)."""
     reader = flavour_module(delivery.flavour)
-    batches: Iterator[pa.RecordBatch] = reader.read_data_file(fs, delivery, data_file)
+    batches: Iterator[pa.RecordBatch] = reader.read_data_file(fs, delivery, data_file, etags=etags)
     return batches
 
 

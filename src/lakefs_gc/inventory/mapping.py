@@ -80,10 +80,13 @@ def route_rows(
     millions of rows per data file). The bucket test runs once per container, and not at all
     once every row is known to be in it (an S3 inventory lists one bucket); the namespace prefix
     is cut off by bytes (it is whole UTF-8 characters, matched byte-wise): a code-point slice
-    would decode every key.
+    would decode every key. A route's rows, and then its deletable ones, are taken as slices
+    where they are a few runs (:func:`_select`): an inventory lists keys in order, so a
+    namespace's rows, and its ``_lakefs/`` ones among them, are one run or a few.
     """
     table = rows if isinstance(rows, pa.Table) else pa.Table.from_batches([rows])
     keys, buckets = table.column("key"), table.column("bucket")
+    carried = table.select(_CARRIED)
     containers: dict[str, pa.ChunkedArray | None] = {}
     unclaimed: pa.ChunkedArray | None = None  # None: no route has claimed any row yet
     parts: list[pa.Table] = []
@@ -100,15 +103,36 @@ def route_rows(
         if unclaimed is not None:
             mine = pc.and_(mine, unclaimed)
         unclaimed = pc.invert(mine) if unclaimed is None else pc.and_not(unclaimed, mine)
-        rows_of_route = pc.indices_nonzero(mine)
-        if len(rows_of_route) == 0:
+        routed = _select(carried, mine)
+        if routed.num_rows == 0:
             continue
-        addresses = _strip_prefix(keys.take(rows_of_route), route.prefix)
-        keep = deletable_keys(addresses)
-        if not pc.all(keep).as_py():
-            rows_of_route, addresses = rows_of_route.filter(keep), addresses.filter(keep)
-        parts.append(_candidates(table, rows_of_route, addresses, route, delivery_id, snapshot_time))
+        addresses = _strip_prefix(routed.column("key"), route.prefix)
+        routed = routed.set_column(0, "key", addresses)
+        routed = _select(routed, deletable_keys(addresses))
+        if routed.num_rows:
+            parts.append(_candidates(routed, route, delivery_id, snapshot_time))
     return pa.concat_tables(parts) if parts else ROUTED_SCHEMA.empty_table()
+
+
+#: the inventory columns a candidate carries (``key`` first: it becomes the address)
+_CARRIED = ["key", "size", "last_modified", "etag", "encryption"]
+#: at most this many runs of rows are taken as slices; more are filtered (one copy of each column)
+_MAX_RUNS = 16
+
+
+def _select(table: pa.Table, mask: pa.ChunkedArray | pa.Array) -> pa.Table:
+    """The rows of ``table`` where ``mask`` (no nulls) is true: slices of it, no copy, where they
+    are at most :data:`_MAX_RUNS` runs, else a filtered copy of every column."""
+    chunks = mask.chunks if isinstance(mask, pa.ChunkedArray) else [mask]
+    flags = np.concatenate([c.to_numpy(zero_copy_only=False) for c in chunks] or [np.zeros(0, np.bool_)])
+    if flags.all():
+        return table
+    # run boundaries: where a flag differs from the one before (a False before the first row)
+    edges = np.flatnonzero(np.diff(flags, prepend=False, append=False))
+    if len(edges) > 2 * _MAX_RUNS:
+        return table.filter(mask)
+    runs = [table.slice(int(a), int(b - a)) for a, b in zip(edges[0::2], edges[1::2], strict=True)]
+    return pa.concat_tables(runs) if runs else table.slice(0, 0)
 
 
 def _in_container(buckets: pa.ChunkedArray, container: str) -> pa.ChunkedArray | None:
@@ -129,14 +153,10 @@ def _strip_prefix(keys: pa.ChunkedArray, prefix: str) -> pa.ChunkedArray:
 
 
 def _candidates(
-    table: pa.Table,
-    rows: pa.Array,
-    addresses: pa.ChunkedArray,
-    route: NamespaceRoute,
-    delivery_id: str,
-    snapshot_time: datetime,
+    routed: pa.Table, route: NamespaceRoute, delivery_id: str, snapshot_time: datetime
 ) -> pa.Table:
-    zeros = pa.array(np.zeros(len(rows), np.int32))
+    """The route's deletable rows (:data:`_CARRIED`, ``key`` already the address) as candidates."""
+    zeros = pa.array(np.zeros(routed.num_rows, np.int32))
 
     def constant(name: str, value: object) -> pa.DictionaryArray:
         return pa.DictionaryArray.from_arrays(zeros, pa.array([value], CANDIDATE_SCHEMA.field(name).type))
@@ -144,13 +164,13 @@ def _candidates(
     return pa.table(
         {
             "repository": constant("repository", route.repository),
-            "address": addresses,
-            "size": table.column("size").take(rows),
-            "last_modified": table.column("last_modified").take(rows),
-            "etag": table.column("etag").take(rows),
+            "address": routed.column("key"),
+            "size": routed.column("size"),
+            "last_modified": routed.column("last_modified"),
+            "etag": routed.column("etag"),
             "delivery_id": constant("delivery_id", delivery_id),
             "snapshot_time": constant("snapshot_time", snapshot_time),
-            "encryption": table.column("encryption").take(rows),
+            "encryption": routed.column("encryption"),
         },
         schema=ROUTED_SCHEMA,
     )
@@ -220,22 +240,25 @@ def _deletable(keys: pa.Array) -> pa.Array:
 
 def _slash_shape(keys: pa.Array, data_prefix: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per key: is there a ``/`` (after ``data/`` for the keys that start with it), and is there a
-    ``/`` followed by ``/`` or ``.`` or ending the key (conservatively: may flag a few more)."""
+    ``/`` followed by ``/`` or ``.`` or ending the key (conservatively: may flag a few more).
+
+    Both from the positions of the ``/`` bytes, found in one pass over the keys' bytes: what
+    follows is a few array operations per key and per ``/`` (three a key in lakeFS's layout), where
+    a byte-wise test of each question cost a pass over every byte and an array as large."""
     n = len(keys)
     offsets = np.frombuffer(keys.buffers()[1], np.int32, n + 1, keys.offset * 4).astype(np.int64)
     lo, hi = int(offsets[0]), int(offsets[-1])
     data = np.frombuffer(keys.buffers()[2], np.uint8, hi - lo, lo) if hi > lo else np.zeros(0, np.uint8)
     starts, ends = offsets[:-1] - lo, offsets[1:] - lo
-    slash = np.zeros(len(data) + 1, np.bool_)  # one False past the end: a valid index for reduceat
-    np.equal(data, _SLASH, out=slash[:-1])
-    # OR of each key's bytes from its start (after "data/" if it has it) to its end; the index
-    # pairs (first, end) never decrease, and an empty span is masked out after
+    slashes = np.flatnonzero(data == _SLASH)
+    # the first "/" at or after each key's start (after "data/" if it has it), if before its end
     first = np.where(data_prefix, starts + len("data/"), starts)
-    bounds = np.empty(2 * n, np.int64)
-    bounds[0::2], bounds[1::2] = first, ends
-    has_slash = np.logical_or.reduceat(slash, bounds)[0::2] & (first < ends)
-    # "/" then "/" or ".": (byte | 1) == "/" matches both "." (46) and "/" (47)
-    odd = np.flatnonzero(slash[:-2] & ((data[1:] | 1) == _SLASH))
+    bounded = np.append(slashes, len(data))  # one position past the end: "no further slash"
+    has_slash = bounded[np.searchsorted(slashes, first)] < ends
+    # "/" then "/" or ".": (byte | 1) == "/" matches both "." (46) and "/" (47); a "/" that is the
+    # last byte is followed by nothing (and ends its key: unsure below anyway)
+    inside = slashes[slashes + 1 < len(data)]
+    odd = inside[(data[inside + 1] | 1) == _SLASH]
     unsure = np.zeros(n, np.bool_)
     if len(odd):
         unsure[np.searchsorted(ends, odd, side="right")] = True  # the key holding that "/"

@@ -49,7 +49,12 @@ def inventory_stream(
     svc = settings.service
     assert svc.inventory is not None
     table = CandidateTable(where.sub("inventory/table").location, settings.storage)
-    source = SourceConfig(destination=parse_location(svc.inventory), storage=settings.storage, routes=routes)
+    source = SourceConfig(
+        destination=parse_location(svc.inventory),
+        storage=settings.storage,
+        routes=routes,
+        etags=settings.gc.trust_checksums,  # the candidate set's content evidence (service.candidates)
+    )
 
     def count(deliveries: list[IngestedDelivery]) -> None:
         for delivery in deliveries:

@@ -67,12 +67,15 @@ class Ingest:
         self.checkpoint = tmp_path / "checkpoint"
         self.lines: list[str] = []
 
-    def run(self, routes: tuple[NamespaceRoute, ...] = ROUTES, per_batch: int = 1) -> list[str]:
+    def run(
+        self, routes: tuple[NamespaceRoute, ...] = ROUTES, per_batch: int = 1, *, etags: bool = False
+    ) -> list[str]:
         config = SourceConfig(
             destination=parse_location(str(self.dest)),
             storage=StorageOptions(),
             routes=routes,
             max_deliveries_per_batch=per_batch,
+            etags=etags,
         )
         result = ingest_available(self.spark, config, self.table, self.checkpoint, say=self.lines.append)
         return [f"{d.status} {Path(d.id).parent.name}" for d in result.deliveries]
@@ -113,6 +116,20 @@ def test_each_delivery_once_and_only_good_ones(ingest: Ingest) -> None:
     assert all(not a.startswith("_lakefs/") for _, a, _ in rows)
     assert ("alpha", "data/s1/obj-0 +%#ü", first) in rows and ("beta", "data/s2/obj-4 +%#ü", second) in rows
     assert not any(r[2] == bad for r in rows)
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+def test_etags_are_kept_only_for_content_evidence(ingest: Ingest, fmt: str) -> None:
+    """``etags`` (``gc.trust_checksums``): each candidate keeps its row's ETag and EncryptionStatus,
+    which the candidate set turns into content evidence; without it neither is parsed or stored."""
+    first = deliver(ingest.dest, 1, "s3", fmt)
+    assert ingest.run() == ["ingested 2026-11-02T06-00Z"]
+    second = deliver(ingest.dest, 2, "s3", fmt)
+    assert ingest.run(etags=True) == ["ingested 2026-11-03T06-00Z"]
+    frame = candidates_frame(ingest.spark, ingest.table, ingested_deliveries(ingest.table), parallelism=2)
+    etags = {d: {r.etag for r in frame.collect() if r.delivery_id == d} for d in (first, second)}
+    assert etags[first] == {None}
+    assert etags[second] == {f"e{i}" for i in range(10)}  # the repositories' objects' own
 
 
 def test_s3_csv_keys_reach_the_table_exactly(ingest: Ingest) -> None:

@@ -69,3 +69,29 @@ def test_delivery_as_listing(spark: SparkSession, tmp_path: Path, flavour: str) 
     expected = {k.removeprefix("repos/a/") for k, keep in KEYS.items() if keep}
     assert {r["address"] for r in listed} == expected
     assert min(r["last_modified"] for r in listed) >= OLD.replace(tzinfo=None)  # Spark hands back naive UTC
+
+
+@pytest.mark.parametrize("proven", [True, False])
+def test_content_evidence_only_when_the_mark_may_use_it(
+    spark: SparkSession, tmp_path: Path, proven: bool
+) -> None:
+    """With ``gc.trust_checksums`` (``proven``) each object carries the MD5 its single-part ETag under
+    SSE-S3 proves; without it the ETags are not even parsed, and the column is left out, as a
+    listing's (the mark then has no content evidence: twin_evidence.marked_with_evidence)."""
+    fs = pafs.LocalFileSystem()
+    dest = str(tmp_path / "inventory")
+    md5 = "0123456789abcdef0123456789abcdef"
+    table = rows("bkt").set_column(4, "etag", pa.array([f'"{md5}"'] * len(KEYS)))
+    table = table.set_column(5, "encryption", pa.array(["SSE-S3"] * len(KEYS)))
+    s3.write_delivery(fs, dest, "bkt", "daily", SNAPSHOT, table, format="parquet", rows_per_file=3)
+    (delivery,) = s3.discover(fs, dest).complete
+    route = NamespaceRoute.of("a", parse_storage_namespace("s3://bkt/repos/a"))
+    listed = inventory_objects(
+        spark, delivery, inventory=parse_location(dest), route=route, options=StorageOptions(),
+        parallelism=2, proven=proven,
+    )  # fmt: skip
+    assert listed.columns == ["address", "size", "last_modified", *(["md5"] if proven else [])]
+    got = listed.collect()
+    assert len(got) == sum(KEYS.values())
+    if proven:
+        assert {r["md5"] for r in got} == {md5}

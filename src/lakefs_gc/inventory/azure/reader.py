@@ -46,11 +46,14 @@ def verify_delivery(fs: pafs.FileSystem, delivery: Delivery) -> None:
                 _check_columns(delivery, data_file, pq.read_schema(f).names)
 
 
-def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile) -> Iterator[pa.RecordBatch]:
+def read_data_file(
+    fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile, *, etags: bool = True
+) -> Iterator[pa.RecordBatch]:
     """The current, non-deleted base blobs of one data file as :data:`INVENTORY_SCHEMA` batches.
 
     Duplicate rows (which Azure documents) are removed within the file; a whole file is read into
-    memory for that. Deduplicate across files of a delivery downstream.
+    memory for that. Deduplicate across files of a delivery downstream. ``etags``: the ETag column
+    is converted, else left null (as the S3 reader's; an Azure ETag never proves the bytes' MD5).
     """
     try:
         with fetched(fs, data_file) as source:  # one download in large reads (no MD5 to check)
@@ -59,7 +62,7 @@ def read_data_file(fs: pafs.FileSystem, delivery: Delivery, data_file: DataFile)
         raise InventoryError(f"{data_file.path}: cannot read {data_file.format}: {e}") from e
     _check_columns(delivery, data_file, table.column_names)
     table = _only_current(table)
-    out = _to_inventory(table, data_file.path)
+    out = _to_inventory(table, data_file.path, etags=etags)
     yield from _dedupe(out).to_batches()
 
 
@@ -126,7 +129,7 @@ def _only_current(table: pa.Table) -> pa.Table:
     return table.filter(keep)
 
 
-def _to_inventory(table: pa.Table, path: str) -> pa.Table:
+def _to_inventory(table: pa.Table, path: str, *, etags: bool = True) -> pa.Table:
     cols = table.column_names
     name = table[field(cols, NAME) or "Name"].cast(pa.string())
     _check_rows(path, "Name", pc.invert(pc.fill_null(pc.match_substring_regex(name, r"^[^/]+/."), False)))
@@ -135,7 +138,7 @@ def _to_inventory(table: pa.Table, path: str) -> pa.Table:
     key = pc.list_element(parts, 1)
     size = _sizes(table[field(cols, CONTENT_LENGTH) or ""], path)
     modified = _times(table[field(cols, LAST_MODIFIED) or ""], path)
-    etag_name = field(cols, ETAG)
+    etag_name = field(cols, ETAG) if etags else None
     if etag_name is None:
         etag = pa.nulls(table.num_rows, pa.string())
     else:

@@ -42,4 +42,5 @@ def candidate_source(
         max_inventory_age=params.max_inventory_age,
         now=now,
         say=say,
+        proven=params.trust_checksums,  # content evidence only where the guard may use it
     )

@@ -46,31 +46,48 @@ def inventory_objects(
     route: NamespaceRoute,
     options: StorageOptions,
     parallelism: int,
+    proven: bool = True,
 ) -> DataFrame:
-    """The objects of ``route``'s namespace according to ``delivery`` (``LISTED_SCHEMA`` and
-    :data:`CONTENT_MD5`: an S3 delivery with the ETag and EncryptionStatus fields proves it)."""
+    """The objects of ``route``'s namespace according to ``delivery`` (``LISTED_SCHEMA``), and with
+    ``proven`` their :data:`CONTENT_MD5` (an S3 delivery with the ETag and EncryptionStatus fields
+    proves it): the identity-twin guard's content evidence, which only ``gc.trust_checksums`` lets
+    it use. Without it, the ETags are neither parsed nor checked (a third of a data file's
+    decoding, and a regular expression per row) and the column is left out, as a listing's."""
     indexes = [(i,) for i in range(len(delivery.files))]
     tasks = task_frame(spark, indexes, "file int", parallelism)
-    schema = f"{LISTED_SCHEMA}, {CONTENT_MD5} string"
-    return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options)), schema)
+    schema = f"{LISTED_SCHEMA}, {CONTENT_MD5} string" if proven else LISTED_SCHEMA
+    return tasks.mapInArrow(on_executor(_ReadDataFiles(delivery, inventory, route, options, proven)), schema)
 
 
 class _ReadDataFiles:
     """Per-partition body: read the assigned data files, keep the route's rows (on an executor)."""
 
     def __init__(
-        self, delivery: Delivery, inventory: StorageLocation, route: NamespaceRoute, options: StorageOptions
+        self,
+        delivery: Delivery,
+        inventory: StorageLocation,
+        route: NamespaceRoute,
+        options: StorageOptions,
+        proven: bool,
     ) -> None:
         self.delivery, self.inventory, self.route, self.options = delivery, inventory, route, options
+        self.proven = proven
 
     def __call__(self, batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         fs, _ = filesystem_for(self.inventory, self.options)
         reader = importlib.import_module(f"lakefs_gc.inventory.{self.delivery.flavour}")
+        # routing carries the proven MD5s through in the ``etag`` column (_proven)
+        taken, names = (
+            ([*LISTED_COLUMNS, "etag"], [*LISTED_COLUMNS, CONTENT_MD5])
+            if self.proven
+            else (LISTED_COLUMNS, LISTED_COLUMNS)
+        )
         for batch in batches:
             for index in batch.column("file").to_pylist():
                 data_file: DataFile = self.delivery.files[index]
-                for rows in reader.read_data_file(fs, self.delivery, data_file):
-                    rows = self._proven(rows)
+                for rows in reader.read_data_file(fs, self.delivery, data_file, etags=self.proven):
+                    if self.proven:
+                        rows = self._proven(rows)
                     candidates = route_rows(
                         rows,
                         [self.route],
@@ -78,8 +95,8 @@ class _ReadDataFiles:
                         snapshot_time=self.delivery.snapshot_time,
                     )
                     if candidates.num_rows:
-                        columns = candidates.select(["address", "size", "last_modified", "etag"])
-                        yield from columns.rename_columns([*LISTED_COLUMNS, CONTENT_MD5]).to_batches()
+                        columns = candidates.select(taken)
+                        yield from columns.rename_columns(names).to_batches()
 
     def _proven(self, rows: pa.RecordBatch) -> pa.RecordBatch:
         """``rows`` with each ETag replaced by the MD5 of the bytes it proves (else null): routing
@@ -102,6 +119,7 @@ class InventorySource:
     route: NamespaceRoute
     options: StorageOptions
     newer_unusable: tuple[str, ...] = ()
+    proven: bool = True  # with each object's CONTENT_MD5 where the delivery proves it (gc.trust_checksums)
 
     @property
     def summary(self) -> dict[str, Any]:
@@ -126,6 +144,7 @@ class InventorySource:
             route=self.route,
             options=self.options,
             parallelism=parallelism,
+            proven=self.proven,
         )
         # Azure documents rows repeated across a delivery's files: one candidate per address,
         # so deleted/ holds each address once and the counts mean objects.
@@ -173,8 +192,10 @@ def inventory_source(
     max_inventory_age: timedelta,
     now: datetime,
     say: Progress,
+    proven: bool = True,
 ) -> InventorySource:
-    """The newest usable snapshot under ``inventory`` (refused: InventoryError)."""
+    """The newest usable snapshot under ``inventory`` (refused: InventoryError); ``proven``: read
+    with each object's content evidence (:func:`inventory_objects`)."""
     try:
         fs, path, location = open_destination(inventory, options)
         found = discover(fs, path, _flavour(namespace))
@@ -194,4 +215,4 @@ def inventory_source(
         "objects created since are not candidates this time"
     )
     route = NamespaceRoute.of(repository, namespace)
-    return InventorySource(inventory, location, delivery, route, options, newer)
+    return InventorySource(inventory, location, delivery, route, options, newer, proven)
