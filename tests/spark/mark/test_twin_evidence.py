@@ -178,6 +178,12 @@ def test_spark_pairs_are_the_rules(spark: SparkSession, monkeypatch: pytest.Monk
     head_sized = {m.address for m in objs if m.size in {e.size for e in head_entries}}
     ruled_out = driver_plan(seed, evidence=True, stats=10**6).ruled_out
     assert {m.address for m in ruled_out} == head_sized - exposed, "of a HEAD entry's size, without a pair"
+    # the guard's one pass over the marked objects counts the same (twins.py: pair_counts)
+    side = tree_side(spark, seed)
+    head_sizes = local_frame(spark, [(e.size,) for e in head_entries], "size long").distinct()
+    counted = twin_evidence.pair_counts(twin_evidence.pairing(side.marked, side.needed, head_sizes))
+    sizes = {a: s for a, s, _ in world(seed)[4]}
+    assert counted == (len(exposed), (len(ruled_out), sum(sizes[m.address] for m in ruled_out)))
 
 
 def contents_of(seed: int) -> list[tuple[str, int, str, int]]:

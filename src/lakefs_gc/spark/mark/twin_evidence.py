@@ -97,19 +97,49 @@ def pair_condition() -> Column:
     return F.col("md5").isNull() | F.col("key").isNull() | (F.col("md5") == F.col("key"))
 
 
-def exposed(marked: DataFrame, needed: DataFrame) -> DataFrame:
-    """``address`` of the marked objects that have at least one twin pair, without building the
-    pairs: an object without an MD5 has one with any needed entry of its size, one with an MD5
-    with a needed entry of its size that has no key or has its MD5."""
+def pairing(marked: DataFrame, needed: DataFrame, head_sizes: DataFrame | None = None) -> DataFrame:
+    """``address, size, paired, head_sized`` of every marked object, in one pass and without
+    building any pair: ``paired`` when it has at least one twin pair with the ``needed`` HEAD
+    entries (one without an MD5 has one with any needed entry of its size, one with an MD5 with a
+    needed entry of its size that has no key or has its MD5); ``head_sized`` when a HEAD entry has
+    its size (``head_sizes``' ``size``; default: the needed entries'). An object that is
+    ``head_sized`` but not ``paired`` is one content evidence ruled out (:func:`pair_counts`).
+    Each join adds at most one row to an object (one per size, one per size and MD5)."""
     from pyspark.sql import functions as F
 
-    unknown = marked.where(F.col("md5").isNull()).join(needed.select("size").distinct(), "size", "left_semi")
-    open_sizes = needed.where(F.col("key").isNull()).select("size").distinct()
-    known = marked.where(F.col("md5").isNotNull())
-    to_open = known.join(open_sizes, "size", "left_semi")
-    to_same = known.join(
-        needed.where(F.col("key").isNotNull()).select("size", F.col("key").alias("md5")).distinct(),
-        ["size", "md5"], "left_semi",
-    )  # fmt: skip
-    found = unknown.select("address").union(to_open.select("address")).union(to_same.select("address"))
-    return found.distinct()
+    per_size = needed.groupBy("size").agg(F.max(F.col("key").isNull()).alias("_open"))
+    same = (
+        needed.where(F.col("key").isNotNull())
+        .select("size", F.col("key").alias("md5"))
+        .distinct()
+        .withColumn("_same", F.lit(True))
+    )
+    flagged = marked.select("address", "size", "md5").join(per_size, "size", "left")
+    flagged = flagged.join(same, ["size", "md5"], "left")
+    has_entry = F.col("_open").isNotNull()
+    paired = has_entry & (F.col("md5").isNull() | F.col("_open") | F.col("_same").isNotNull())
+    if head_sizes is None:
+        head_sized = has_entry
+    else:
+        flagged = flagged.join(head_sizes.select("size", F.lit(True).alias("_head")), "size", "left")
+        head_sized = F.col("_head").isNotNull()
+    return flagged.select("address", "size", paired.alias("paired"), head_sized.alias("head_sized"))
+
+
+def pair_counts(flagged: DataFrame) -> tuple[int, tuple[int, int]]:
+    """Of :func:`pairing`'s rows, in one Spark job: how many objects are paired, and the objects
+    and bytes content evidence ruled out (of a HEAD entry's size, without a pair)."""
+    from pyspark.sql import functions as F
+
+    ruled_out = F.col("head_sized") & ~F.col("paired")
+    row = flagged.agg(
+        F.sum(F.col("paired").cast("long")),
+        F.sum(ruled_out.cast("long")),
+        F.sum(F.when(ruled_out, F.col("size"))),
+    ).collect()[0]
+    return int(row[0] or 0), (int(row[1] or 0), int(row[2] or 0))
+
+
+def exposed(marked: DataFrame, needed: DataFrame) -> DataFrame:
+    """``address`` of the marked objects that have at least one twin pair (:func:`pairing`)."""
+    return pairing(marked, needed).where("paired").select("address")

@@ -59,6 +59,8 @@ from lakefs_gc.spark.mark.twin_evidence import (
     needed_entries,
     of_sizes,
     pair_condition,
+    pair_counts,
+    pairing,
     with_md5,
 )
 from lakefs_gc.spark.mark.twin_verdicts import (
@@ -165,10 +167,11 @@ class _Guard:
         keys = head_keys(sizes, contents, self.objects).localCheckpoint()
         if on_driver is not None and (weights := keys_on_driver(keys)) is not None:
             return self.keys_on_driver(marked, on_driver, weights)
-        paired = exposed(marked, keys).localCheckpoint()
-        ruled_out = _ruled_out(marked, keys.select("size").distinct(), paired)
-        if not paired.take(1):  # no marked object may have a twin: no size to plan
+        flagged = pairing(marked, keys)
+        exposed_objects, ruled_out = pair_counts(flagged)
+        if not exposed_objects:  # no marked object may have a twin: no size to plan
             return self.decide_none(), ruled_out, False
+        paired = flagged.where("paired").select("address").localCheckpoint()
         plan = plan_weighted(marked, needed_entries(marked, keys), paired)
         if not plan.checked.take(1):
             return self.decide(None, plan), ruled_out, False
@@ -253,30 +256,22 @@ class _Guard:
             head_sizes = keyed.select("size").distinct().localCheckpoint()
         finally:
             keyed.unpersist()
-        # ``address`` of the marked objects with a twin pair: the plan's unresolved ones and the
-        # ruled-out count both need it, and it is a few joins with the marked objects' aggregates
-        paired = exposed(marked, needed).localCheckpoint()
-        if not paired.take(1):  # no marked object may have a twin: no size to plan, no pair to build
-            return self.decide_none(), _ruled_out(marked, head_sizes, paired)
+        # which marked objects have a twin pair (the plan's unresolved ones need their addresses)
+        # and the ruled-out count, from one pass over the marked objects
+        flagged = pairing(marked, needed, head_sizes)
+        exposed_objects, ruled_out = pair_counts(flagged)
+        if not exposed_objects:  # no marked object may have a twin: no size to plan, no pair to build
+            return self.decide_none(), ruled_out
+        paired = flagged.where("paired").select("address").localCheckpoint()
         plan = plan_sizes(self.spark, marked, needed, tree, self.heads, paired=paired)
         pairs = twin_pairs(marked, needed, tree, plan.checked)
-        return self.decide(pairs, plan), _ruled_out(marked, head_sizes, paired)
+        return self.decide(pairs, plan), ruled_out
 
 
 def _budgets() -> tuple[int, int]:
     """(stats, pairs) the guard may spend: read when used, so a change of the module's budgets
     (a test's, or a caller's) holds for the next mark."""
     return STAT_BUDGET, PAIR_BUDGET
-
-
-def _ruled_out(marked: DataFrame, head_sizes: DataFrame, paired: DataFrame) -> tuple[int, int]:
-    """Objects and bytes of ``marked`` of a HEAD entry's size that have no twin pair: content
-    evidence ruled every such entry out."""
-    from pyspark.sql import functions as F
-
-    ruled_out = marked.join(head_sizes, "size", "left_semi").join(paired, "address", "left_anti")
-    row = ruled_out.agg(F.count("*"), F.sum("size")).collect()[0]
-    return int(row[0]), int(row[1] or 0)
 
 
 @dataclass(frozen=True)
