@@ -28,6 +28,7 @@ beside the delivery's own bytes: how many times the ingest reads each data file 
     python bench/inventory.py [--rows N] [--format parquet|csv|both] [--rows-per-file N] [--trust-checksums]
                               [--workdir DIR] [--master local[2]] [--repeat N] [--json FILE]
                               [--conf KEY=VALUE ...] [--no-diagnostics] [--store local|s3]
+                              [--task-per-file]
 
 The first run writes the deliveries in a child process (10M rows: about 5 s of generation, 5 s for
 Parquet and 4 minutes for CSV, whose writer encodes row by row); later runs reuse them.
@@ -48,6 +49,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -314,7 +316,6 @@ def parallel_pipeline(
     """The same work, one data file per task on a pool of one process per core, no Spark: what
     any ingest that verifies, routes and writes every file in parallel needs at the least."""
     import multiprocessing
-    from dataclasses import replace
 
     from lakefs_gc.inventory.delivery_log import LogEntry
     from lakefs_gc.storage.locations import parse_location
@@ -558,6 +559,9 @@ def main() -> int:
     parser.add_argument("--trust-checksums", action="store_true",
                         help="ingest as a service with gc.trust_checksums does: each candidate's ETag and "
                         "EncryptionStatus parsed and kept (default: as by default, neither)")  # fmt: skip
+    parser.add_argument("--task-per-file", action="store_true",
+                        help="a task per data file, as before 2026-12-07 (default: the source's groups, "
+                        "one per task slot)")  # fmt: skip
     parser.add_argument("--generate-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     formats = ["parquet", "csv"] if args.format == "both" else args.format.split(",")
@@ -619,9 +623,12 @@ def bench_spark(
         for i in range(args.repeat):
             say(f"{fmt}: ingest run {i + 1}")
             before = server.request({"op": "gets"}) if server else None
+            config = source_config(base, endpoint, etags=args.trust_checksums)
+            if args.task_per_file:  # more tasks than files: group_files makes a group of each
+                config = replace(config, tasks=len(delivery.files))
             run = spark_ingest(
                 spark,
-                source_config(base, endpoint, etags=args.trust_checksums),
+                config,
                 info,
                 workdir / "runs" / uuid.uuid4().hex[:8],
             )

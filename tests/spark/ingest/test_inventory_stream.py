@@ -68,7 +68,12 @@ class Ingest:
         self.lines: list[str] = []
 
     def run(
-        self, routes: tuple[NamespaceRoute, ...] = ROUTES, per_batch: int = 1, *, etags: bool = False
+        self,
+        routes: tuple[NamespaceRoute, ...] = ROUTES,
+        per_batch: int = 1,
+        *,
+        etags: bool = False,
+        tasks: int | None = None,
     ) -> list[str]:
         config = SourceConfig(
             destination=parse_location(str(self.dest)),
@@ -76,6 +81,7 @@ class Ingest:
             routes=routes,
             max_deliveries_per_batch=per_batch,
             etags=etags,
+            tasks=tasks,
         )
         result = ingest_available(self.spark, config, self.table, self.checkpoint, say=self.lines.append)
         return [f"{d.status} {Path(d.id).parent.name}" for d in result.deliveries]
@@ -142,8 +148,12 @@ def test_s3_csv_keys_reach_the_table_exactly(ingest: Ingest) -> None:
     assert addresses == {f"data/s1/obj-{i} +%#ü" for i in range(5)}
 
 
-def test_every_kind_of_bad_input_rejected_beside_a_good_delivery(ingest: Ingest, tmp_path: Path) -> None:
-    """The S3 reader's corruption cases, end to end: found at discovery or on the executors."""
+@pytest.mark.parametrize("tasks", [None, 1], ids=["a task per slot", "one task"])
+def test_every_kind_of_bad_input_rejected_beside_a_good_delivery(
+    ingest: Ingest, tmp_path: Path, tasks: int | None
+) -> None:
+    """The S3 reader's corruption cases, end to end: found at discovery or on the executors. With
+    one task, every data file of every delivery is read by the same task, bad ones among good."""
     ingest.dest = Path(s3_cases.dest(tmp_path))
     good = s3_cases.write(tmp_path, keys=["a", "b", "c"])
     reasons = {}
@@ -154,7 +164,7 @@ def test_every_kind_of_bad_input_rejected_beside_a_good_delivery(ingest: Ingest,
         corrupt(tmp_path, bad)
         reasons[bad] = reason
 
-    ingest.run(routes=(NamespaceRoute("r", "src", ""),), per_batch=len(reasons) + 1)
+    ingest.run(routes=(NamespaceRoute("r", "src", ""),), per_batch=len(reasons) + 1, tasks=tasks)
 
     deliveries = {d.id: d for d in ingested_deliveries(ingest.table)}
     assert len(ingest_records(ingest.table)) == 1  # all in one micro-batch

@@ -81,7 +81,12 @@ def start_ingest(
         raise ConfigError("no repository namespace to ingest for: give at least one repository")
     checkpoint = clear_interrupted_writes(checkpoint)
     sink = CandidateTableSink(table, stream_id(checkpoint), say, on_deliveries)
-    source = replace(source, log=delivery_log_location(checkpoint), parts=sink.parts_location())
+    source = replace(
+        source,
+        log=delivery_log_location(checkpoint),
+        parts=sink.parts_location(),
+        tasks=source.tasks or spark.sparkContext.defaultParallelism,
+    )
     spark.dataSource.register(source_class(source))
     query = (
         spark.readStream.format(SOURCE_NAME)
