@@ -16,6 +16,7 @@ import pytest
 
 from lakefs_gc.errors import ConfigError
 from lakefs_gc.spark.runtime.java import MIN_JAVA_VERSION, ensure_java, find_java
+from lakefs_gc.spark.runtime.session import configured_slots, task_slots
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -165,3 +166,30 @@ def test_asking_for_the_running_session_again_keeps_no_descriptor(spark: SparkSe
         time.sleep(0.05)
     assert forwarders() == running, "a filter of a session that already existed is still forwarding"
     assert descriptors() == before
+
+
+def test_task_slots_of_the_local_session_are_its_default_parallelism(spark: SparkSession) -> None:
+    assert task_slots(spark) == spark.sparkContext.defaultParallelism
+
+
+DYNAMIC, MAX_EXECUTORS = "spark.dynamicAllocation.enabled", "spark.dynamicAllocation.maxExecutors"
+CORES = "spark.executor.cores"
+
+
+@pytest.mark.parametrize(
+    ("conf", "slots"),
+    [
+        ({}, 2),  # no executors registered yet, none configured: Spark's fallback
+        ({"spark.executor.instances": "4", CORES: "2"}, 8),  # as a Spark operator sets them
+        ({"spark.executor.instances": "3"}, 3),  # one core per executor unless told
+        ({DYNAMIC: "true", MAX_EXECUTORS: "5", CORES: "4", "spark.executor.instances": "1"}, 20),
+        ({DYNAMIC: "true", MAX_EXECUTORS: "2147483647"}, 2),  # dynamic allocation's default: unbounded
+        ({"spark.cores.max": "12"}, 12),  # a standalone cluster's cap
+        ({"spark.executor.instances": "many"}, 2),  # unreadable: ignored
+    ],
+)
+def test_configured_slots_count_the_executors_a_query_planned_at_start_will_have(
+    conf: dict[str, str], slots: int
+) -> None:
+    assert configured_slots(conf, default_parallelism=2) == slots
+    assert configured_slots(conf, default_parallelism=64) == 64  # registered cores, or fixed by the user

@@ -154,3 +154,34 @@ def _forward(read_fd: int, out_fd: int) -> None:
                     os.write(out_fd, line)
     finally:
         os.close(out_fd)
+
+
+def task_slots(spark: SparkSession) -> int:
+    """How many tasks the session can run at once, as far as its configuration tells
+    (:func:`configured_slots` of its conf and default parallelism)."""
+    sc = spark.sparkContext
+    return configured_slots(dict(sc.getConf().getAll()), sc.defaultParallelism)
+
+
+def configured_slots(conf: Mapping[str, str], default_parallelism: int) -> int:
+    """The largest of Spark's default parallelism, the configured executors' cores
+    (``spark.executor.instances`` or, with dynamic allocation, its ``maxExecutors``, times
+    ``spark.executor.cores``) and a standalone cluster's ``spark.cores.max``.
+
+    Spark's default parallelism counts the executors' cores registered so far (at least 2) unless
+    ``spark.default.parallelism`` fixes it: a query planned once at a service's start, before its
+    executors register (a Spark operator starts the driver first), would see 2.
+    """
+
+    def number(key: str, default: int = 0) -> int:
+        try:
+            return int(conf.get(key, default))
+        except ValueError:
+            return default
+
+    cores = number("spark.executor.cores", 1)
+    dynamic = str(conf.get("spark.dynamicAllocation.enabled", "false")).lower() == "true"
+    executors = number("spark.dynamicAllocation.maxExecutors" if dynamic else "spark.executor.instances")
+    if executors > 10_000:  # dynamic allocation's default maximum is "unbounded" (Integer.MAX_VALUE)
+        executors = 0
+    return max(default_parallelism, executors * cores, number("spark.cores.max"))

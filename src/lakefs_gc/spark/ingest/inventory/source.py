@@ -7,11 +7,12 @@ re-planned after a crash reads exactly the deliveries it read before. Each data 
 delivery is read on an executor through ``pyarrow.fs``, routed to the configured repositories'
 namespaces (:func:`~lakefs_gc.inventory.mapping.route_rows`) and written as one parquet part of
 the candidate table (:mod:`~lakefs_gc.spark.ingest.inventory.parts`). A task reads a group of
-data files one after the other (:func:`group_files`): as many groups as Spark's task slots, balanced
-by size, or more where a group would hold more than :data:`TASK_BYTES`. A task per data file cost
-each file a Python task's start (about 60 ms and 80 JVM CPU ms on 2 cores: a tenth of a 1M-row
-file's work), and the micro-batch of a 10M-row delivery 3.6 instead of 2.8-3.1 s
-(bench/README.md, "`inventory.py`: a task per group of data files (2026-12-07)").
+data files one after the other (:func:`group_files`): as many groups as the session's task slots
+(:func:`~lakefs_gc.spark.runtime.session.task_slots`), balanced by size, or more where a group
+would hold more than :data:`TASK_BYTES`. A task per data file cost each file a Python task's start
+(about 60 ms of a slot and 80 JVM CPU ms: a seventh of a 1M-row file's work), and the micro-batch
+of a 10M-row delivery on 2 cores 3.18-3.76 s instead of 3.08-3.35 s (bench/README.md,
+"`inventory.py`: a task per group of data files (2026-12-07)").
 
 The source's rows are *status rows*, one per data file: its part and candidates per repository,
 or why it was rejected. Candidates never pass through Spark's rows (that conversion was most of
@@ -87,8 +88,8 @@ class SourceConfig:
     #: guard's content evidence, and nothing else's. Without it they are neither parsed nor stored:
     #: a third of a Parquet data file's decoding, and more than half of each part's bytes.
     etags: bool = False
-    #: how many tasks a micro-batch's data files are spread over at the least (Spark's default
-    #: parallelism, set by :func:`~lakefs_gc.spark.ingest.inventory.stream.start_ingest`); more
+    #: how many tasks a micro-batch's data files are spread over at the least (the session's
+    #: task slots, set by :func:`~lakefs_gc.spark.ingest.inventory.stream.start_ingest`); more
     #: where they hold more than :data:`TASK_BYTES` a task. None: a task per data file.
     tasks: int | None = None
     # set by lakefs_gc.spark.ingest.inventory.stream from the checkpoint and the table:

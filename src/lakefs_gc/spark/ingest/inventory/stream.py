@@ -22,6 +22,7 @@ from lakefs_gc.errors import ConfigError
 from lakefs_gc.spark.ingest.inventory.source import SOURCE_NAME, SourceConfig, source_class
 from lakefs_gc.spark.ingest.inventory.table import CandidateTable, CandidateTableSink, IngestedDelivery
 from lakefs_gc.spark.runtime.checkpoint import clear_interrupted_writes, stream_id
+from lakefs_gc.spark.runtime.session import task_slots
 from lakefs_gc.storage.checkpoints import CheckpointRoot
 from lakefs_gc.storage.locations import StorageLocation
 
@@ -85,7 +86,7 @@ def start_ingest(
         source,
         log=delivery_log_location(checkpoint),
         parts=sink.parts_location(),
-        tasks=source.tasks or spark.sparkContext.defaultParallelism,
+        tasks=source.tasks or task_slots(spark),
     )
     spark.dataSource.register(source_class(source))
     query = (
