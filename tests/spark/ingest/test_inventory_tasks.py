@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from lakefs_gc.inventory.delivery import DataFile, Delivery
 from lakefs_gc.inventory.delivery_log import LogEntry
-from lakefs_gc.spark.ingest.inventory.source import TASK_BYTES, FileGroup, FilePartition, group_files
+from lakefs_gc.spark.ingest.inventory.source import (
+    TASK_BYTES,
+    FileGroup,
+    FilePartition,
+    entry_partitions,
+    group_files,
+)
 
 MiB = 1024 * 1024
 
@@ -30,11 +36,7 @@ def size(f: FilePartition) -> int | None:
 
 
 def files_of(*entries: LogEntry) -> list[FilePartition]:
-    out = []
-    for e in entries:
-        n = len(e.delivery.files) if e.delivery else 0
-        out += [FilePartition(e, i) for i in range(n)] or [FilePartition(e, None)]
-    return out
+    return [part for e in entries for part in entry_partitions(e)]
 
 
 def named(groups: list[FileGroup]) -> list[list[str]]:

@@ -88,9 +88,10 @@ class SourceConfig:
     #: guard's content evidence, and nothing else's. Without it they are neither parsed nor stored:
     #: a third of a Parquet data file's decoding, and more than half of each part's bytes.
     etags: bool = False
-    #: how many tasks a micro-batch's data files are spread over at the least (the session's
-    #: task slots, set by :func:`~lakefs_gc.spark.ingest.inventory.stream.start_ingest`); more
-    #: where they hold more than :data:`TASK_BYTES` a task. None: a task per data file.
+    #: how many tasks a micro-batch's data files are spread over at the least; more where they
+    #: hold more than :data:`TASK_BYTES` a task. None: the session's task slots, as
+    #: :func:`~lakefs_gc.spark.ingest.inventory.stream.start_ingest` sets it (:func:`group_files`
+    #: given None makes a group per data file).
     tasks: int | None = None
     # set by lakefs_gc.spark.ingest.inventory.stream from the checkpoint and the table:
     log: StorageLocation | None = None  # the delivery log; as durable as the checkpoint (inside it)
@@ -141,7 +142,7 @@ class FileGroup(InputPartition):
 
 
 class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
-    """Offsets over the delivery log; partitions per data file; reads on the executors."""
+    """Offsets over the delivery log; partitions per group of data files; reads on the executors."""
 
     def __init__(self, config: SourceConfig) -> None:
         self.config = config
@@ -170,13 +171,8 @@ class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> list[FileGroup]:
         log = self._log()
-        parts: list[FilePartition] = []
-        for seq in range(int(start["deliveries"]), int(end["deliveries"])):
-            entry = log.entry(seq)
-            files = entry.delivery.files if entry.delivery else ()
-            parts.extend(FilePartition(entry, i) for i in range(len(files)))
-            if not files:
-                parts.append(FilePartition(entry, None))
+        seqs = range(int(start["deliveries"]), int(end["deliveries"]))
+        parts = [part for seq in seqs for part in entry_partitions(log.entry(seq))]
         return group_files(parts, self.config.tasks)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
@@ -196,6 +192,13 @@ class InventoryStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         log = self._log()
         log.admit(found)
         return len(log.entries())
+
+
+def entry_partitions(entry: LogEntry) -> list[FilePartition]:
+    """What one admitted delivery gives to read: each of its data files, or, rejected or without
+    files, its status alone."""
+    files = entry.delivery.files if entry.delivery else ()
+    return [FilePartition(entry, i) for i in range(len(files))] or [FilePartition(entry, None)]
 
 
 #: a task reads about this many bytes of data files at most, once a delivery holds more than
