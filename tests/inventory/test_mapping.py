@@ -164,15 +164,19 @@ KEY_TAILS = ["data/s/x", "data/s/", "_lakefs/m", "data/loose", "0f1e", "data//y"
         max_size=60,
     ),
     st.booleans(),
+    st.booleans(),
     st.integers(min_value=1, max_value=7),
     st.sampled_from([0, 1, 3, mapping._MAX_RUNS]),
 )
 def test_routing_agrees_with_the_rule_row_by_row(
-    picks: list[tuple[str | None, str, str]], in_order: bool, chunk: int, max_runs: int
+    picks: list[tuple[str | None, str, str]], in_order: bool, one_bucket: bool, chunk: int, max_runs: int
 ) -> None:
-    """Whatever the order (an inventory's keys sorted, as S3 writes them: each namespace's rows a
-    few runs, taken as slices; or shuffled: taken by a filter), however the rows are chunked, and
-    wherever the bound between slices and a filter lies."""
+    """Whatever the order (an inventory's keys sorted, as S3 writes them: claimed by ranges when
+    they are one bucket's, each namespace's deletable rows a few runs, taken as slices; or
+    shuffled: claimed by masks, taken by a filter), however the rows are chunked, and wherever
+    the bound between slices and a filter lies."""
+    if one_bucket:
+        picks = [("bkt", p, t) for _, p, t in picks]
     with mock.patch.object(mapping, "_MAX_RUNS", max_runs):
         check_routing(picks, in_order, chunk)
 
@@ -190,6 +194,52 @@ def check_routing(picks: list[tuple[str | None, str, str]], in_order: bool, chun
     assert got == routed_row_by_row(table, routes)
     assert out.schema == ROUTED_SCHEMA
     assert [f"e{size}" for size in out.column("size").to_pylist()] == out.column("etag").to_pylist()
+
+
+def test_one_buckets_ascending_keys_are_claimed_by_ranges() -> None:
+    """An S3 inventory's rows (one bucket, keys ascending) are claimed by a binary search per
+    route, never by a test of every key: nested prefixes, a namespace at the bucket root, a
+    prefix no key has, prefixes of any character, a key equal to a prefix, a repeated key. Out
+    of order or with a null key, they are claimed by masks; the same rule either way."""
+    routes = [
+        NamespaceRoute("a", "bkt", "repos/a/"),
+        NamespaceRoute("n", "bkt", "repos/a/n/"),
+        NamespaceRoute("root", "bkt", ""),
+        NamespaceRoute("none", "bkt", "zzz/"),
+        NamespaceRoute("u", "bkt", "répos/ü€/"),
+        NamespaceRoute("elsewhere", "other", "repos/"),
+    ]
+    keys = [
+        *("data/s/0", "repos/a/", "repos/a/data/s/1", "repos/a/data/s/1", "repos/a/n/data/s/2"),
+        *("repos/a/n0/data/s/3", "repos/a/o/x", "repos/ab/data/s/4", "répos/ü€/data/s/ä𝄞"),
+        "répos/ü€x/data/s/5",
+    ]
+    assert keys == sorted(keys) == sorted(keys, key=str.encode)  # code-point order is byte order
+    table = rows(*[("bkt", k) for k in keys])
+    for chunk in (1, 3, len(keys)):
+        chunked = pa.concat_tables([table.slice(i, chunk) for i in range(0, table.num_rows, chunk)])
+        with mock.patch.object(mapping, "_claims_by_mask", side_effect=AssertionError("claimed by masks")):
+            out = route_rows(chunked, routes, delivery_id="d", snapshot_time=SNAP)
+        assert routed(out) == routed_row_by_row(table, routes)
+        assert {r for r, _, _ in routed(out)} == {"a", "n", "root", "u"}
+    for disorder in (keys[::-1], [*keys[:3], None, *keys[3:]]):
+        table = rows(*[("bkt", k or "") for k in disorder])
+        table = table.set_column(1, "key", pa.array(disorder, pa.string()))
+        with mock.patch.object(mapping, "_claims_by_range", side_effect=AssertionError("claimed by ranges")):
+            out = route_rows(table, routes, delivery_id="d", snapshot_time=SNAP)
+        assert routed(out) == routed_row_by_row(table, routes)
+
+
+def routed(out: pa.Table) -> list[tuple[str, str, int]]:
+    return sorted(zip(*(out.column(c).to_pylist() for c in ("repository", "address", "size")), strict=True))
+
+
+def test_uncovered_parts_of_a_range() -> None:
+    assert mapping._uncovered((0, 10), []) == [(0, 10)]
+    assert mapping._uncovered((0, 10), [(2, 4), (6, 12)]) == [(0, 2), (4, 6)]
+    assert mapping._uncovered((3, 8), [(0, 3), (8, 9), (5, 6), (4, 7)]) == [(3, 4), (7, 8)]
+    assert mapping._uncovered((3, 8), [(0, 20)]) == []
+    assert mapping._uncovered((5, 5), []) == []
 
 
 # ---- deletable_keys is deletable_key -------------------------------------------------------------
