@@ -181,6 +181,11 @@ def test_routing_agrees_with_the_rule_row_by_row(
         check_routing(picks, in_order, chunk)
 
 
+def routed(out: pa.Table) -> list[tuple[str, str, int]]:
+    """``route_rows``'s candidates in the form ``routed_row_by_row`` gives them."""
+    return sorted(zip(*(out.column(c).to_pylist() for c in ("repository", "address", "size")), strict=True))
+
+
 def check_routing(picks: list[tuple[str | None, str, str]], in_order: bool, chunk: int) -> None:
     items = sorted(picks, key=lambda p: (p[0] or "", p[1] + p[2])) if in_order else picks
     table = rows(*[("" if b is None else b, p + t) for b, p, t in items])
@@ -190,8 +195,7 @@ def check_routing(picks: list[tuple[str | None, str, str]], in_order: bool, chun
     routes = [NamespaceRoute("a", "bkt", "repos/a/"), NamespaceRoute("n", "bkt", "repos/a/n/"),
               NamespaceRoute("root", "other", ""), NamespaceRoute("ab", "bkt", "repos/ab/")]  # fmt: skip
     out = route_rows(chunked, routes, delivery_id="d", snapshot_time=SNAP)
-    got = sorted(zip(*(out.column(c).to_pylist() for c in ("repository", "address", "size")), strict=True))
-    assert got == routed_row_by_row(table, routes)
+    assert routed(out) == routed_row_by_row(table, routes)
     assert out.schema == ROUTED_SCHEMA
     assert [f"e{size}" for size in out.column("size").to_pylist()] == out.column("etag").to_pylist()
 
@@ -228,10 +232,6 @@ def test_one_buckets_ascending_keys_are_claimed_by_ranges() -> None:
         with mock.patch.object(mapping, "_claims_by_range", side_effect=AssertionError("claimed by ranges")):
             out = route_rows(table, routes, delivery_id="d", snapshot_time=SNAP)
         assert routed(out) == routed_row_by_row(table, routes)
-
-
-def routed(out: pa.Table) -> list[tuple[str, str, int]]:
-    return sorted(zip(*(out.column(c).to_pylist() for c in ("repository", "address", "size")), strict=True))
 
 
 def test_uncovered_parts_of_a_range() -> None:

@@ -118,7 +118,7 @@ def _claims(
     if container is not None and _ascending(keys):
         yield from _claims_by_range(carried, [r for r in ranked if r.container == container])
     else:
-        yield from _claims_by_mask(carried, buckets, ranked)
+        yield from _claims_by_mask(carried, buckets, ranked, container)
 
 
 def _claims_by_range(
@@ -138,12 +138,14 @@ def _claims_by_range(
 
 
 def _claims_by_mask(
-    carried: pa.Table, buckets: pa.ChunkedArray, ranked: list[NamespaceRoute]
+    carried: pa.Table, buckets: pa.ChunkedArray, ranked: list[NamespaceRoute], every_row_in: str | None
 ) -> Iterator[tuple[NamespaceRoute, pa.Table]]:
     """:func:`_claims` of any rows, by a mask per route. The bucket test runs once per
-    container, and not at all once every row is known to be in it."""
+    container, and not at all for ``every_row_in``, the container :func:`_one_container`
+    already found every row in (None: none such)."""
     keys = carried.column("key")
-    containers: dict[str, pa.ChunkedArray | None] = {}
+    # a container's rows; None: every row (no mask needed)
+    containers: dict[str, pa.ChunkedArray | None] = {} if every_row_in is None else {every_row_in: None}
     unclaimed: pa.ChunkedArray | None = None  # None: no route has claimed any row yet
     for route in ranked:
         if route.container not in containers:
